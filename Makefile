@@ -1,0 +1,48 @@
+# Headwater: `make up` runs the platform on embedded defaults; `make test` installs and checks everything.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CORE_STAMP := $(VENV)/.core-installed
+DEV_STAMP := $(VENV)/.dev-installed
+
+.PHONY: up test lint typecheck unit install install-dev bench demo clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(CORE_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	touch $@ $(CORE_STAMP)
+
+install: $(CORE_STAMP)
+install-dev: $(DEV_STAMP)
+
+## up: start every service in the foreground on embedded defaults; Ctrl-C stops them all.
+up: $(CORE_STAMP)
+	$(VENV)/bin/headwater up
+
+## test: lint, format check, mypy --strict, then the whole test suite.
+test: $(DEV_STAMP) lint typecheck
+	$(PY) -m pytest
+
+lint: $(DEV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(DEV_STAMP)
+	$(VENV)/bin/mypy headwater services spark tests bench
+
+unit: $(DEV_STAMP)
+	$(PY) -m pytest tests/unit
+
+bench: $(DEV_STAMP)
+	$(PY) bench/broker.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache data
