@@ -1,13 +1,18 @@
 """Plumbing every Headwater service shares: settings base, error mapping, health routes, serving.
 
 This is the one module of ``headwater/`` that knows FastAPI; a service's domain core never imports
-it.
+it. It also wires in what every service gets without asking: ``GET /metrics`` (Prometheus text,
+:mod:`headwater.metrics`), per-route request counts and latencies, an ``X-Request-ID`` on every
+response, and JSON log lines carrying that id (:mod:`headwater.logs`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -17,7 +22,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from headwater import logs
 from headwater.errors import (
     ErrorFamily,
     HeadwaterError,
@@ -25,8 +32,16 @@ from headwater.errors import (
     MalformedRequestError,
     UnknownServerError,
 )
+from headwater.metrics import UNMATCHED_ROUTE, HTTPRequestRecorder, exposition
 
 log = logging.getLogger("headwater.service")
+access_log = logging.getLogger("headwater.access")
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_REQUEST_ID_KEY = REQUEST_ID_HEADER.lower().encode()
+# An incoming id is honoured only if it is 1..128 printable ASCII characters without spaces, so a
+# client cannot inject line breaks or unbounded text into logs and response headers.
+_VALID_REQUEST_ID = re.compile(rb"[\x21-\x7e]{1,128}")
 
 
 class ServiceSettings(BaseSettings):
@@ -116,6 +131,94 @@ def add_health_routes(
         return JSONBody(body, status_code=200 if ok else 503)
 
 
+class RequestTelemetry:
+    """Pure ASGI middleware: request id, per-route HTTP metrics and a debug access log line.
+
+    It wraps the whole app outside Starlette's ServerErrorMiddleware (see :class:`_ServiceApp`),
+    so even an unhandled error's 500 response carries the request id and is counted. It is not a
+    ``BaseHTTPMiddleware``: that one runs the endpoint in a separate task and streams the body
+    through a memory channel, which costs the broker's hot path far more than this wrapper's one
+    header scan, one timer and one cached counter increment.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.recorder = HTTPRequestRecorder()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid_bytes: bytes | None = None
+        for name, value in scope["headers"]:
+            if name == _REQUEST_ID_KEY:
+                if _VALID_REQUEST_ID.fullmatch(value):
+                    rid_bytes = value
+                break
+        if rid_bytes is None:
+            rid_bytes = os.urandom(8).hex().encode()
+        rid = rid_bytes.decode("ascii")
+        # Starlette's request.state reads scope["state"]: routes see request.state.request_id.
+        scope.setdefault("state", {})["request_id"] = rid
+        token = logs.request_id.set(rid)
+        status = 500  # what the client gets if the app fails before starting a response
+        start = time.perf_counter()
+
+        async def send_with_id(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (_REQUEST_ID_KEY, rid_bytes)]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - start
+            # FastAPI's router leaves the matched route in the (shared, mutated) scope.
+            route = scope.get("route")
+            template = getattr(route, "path_format", None) or UNMATCHED_ROUTE
+            self.recorder.record(scope["method"], template, status, elapsed)
+            if access_log.isEnabledFor(logging.DEBUG):
+                access_log.debug(
+                    "request",
+                    extra={
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "route": template,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 3),
+                    },
+                )
+            logs.request_id.reset(token)
+
+
+class _ServiceApp(FastAPI):
+    """A FastAPI app whose outermost layer is :class:`RequestTelemetry`.
+
+    ``add_middleware`` would place it inside ServerErrorMiddleware, where an unhandled error's
+    500 response bypasses it; wrapping the built stack keeps ids and metrics on every response.
+    """
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return RequestTelemetry(super().build_middleware_stack())
+
+
+def add_metrics_route(app: FastAPI) -> None:
+    """``GET /metrics``: the process's Prometheus metrics (default registry) in text format."""
+
+    @app.get(
+        "/metrics",
+        tags=["observability"],
+        summary="Prometheus metrics of this process (text exposition format)",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}},
+    )
+    async def metrics() -> Response:
+        body, content_type = exposition()
+        return Response(body, media_type=content_type)
+
+
 def create_service_app(
     *,
     title: str,
@@ -133,7 +236,7 @@ def create_service_app(
     """
     from headwater import __version__
 
-    app = FastAPI(
+    app = _ServiceApp(
         title=title,
         description=description,
         version=__version__,
@@ -142,20 +245,22 @@ def create_service_app(
     )
     install_error_handlers(app, family, media_type=media_type, validation_error=validation_error)
     add_health_routes(app, ready)
+    add_metrics_route(app)
     return app
 
 
 def serve(app: FastAPI, settings: ServiceSettings) -> None:
-    """Run an app in the foreground with uvicorn until SIGINT/SIGTERM."""
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    """Run an app in the foreground with uvicorn until SIGINT/SIGTERM, logging JSON lines."""
+    prefix = str(settings.model_config.get("env_prefix") or "")
+    logs.configure(settings.log_level, service=prefix.rstrip("_").lower() or app.title)
     uvicorn.run(
         app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # None keeps the JSON handler configured above: uvicorn's loggers propagate to it.
+        log_config=None,
+        # RequestTelemetry writes the access line (with request id) at debug level.
         access_log=False,
         timeout_graceful_shutdown=5,
     )
