@@ -1,0 +1,46 @@
+"""Kafka's record format, shared by brokers and clients: batches, varints, CRC, codecs."""
+
+from __future__ import annotations
+
+from headwater.records.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    Record,
+    TimestampType,
+    decode_batch,
+    decode_batches,
+    encode_batch,
+    iter_batches,
+    parse_header,
+    set_base_offset,
+    set_log_append_time,
+    valid_prefix,
+)
+from headwater.records.compression import Compression, compress, decompress
+from headwater.records.crc import crc32c
+from headwater.records.partitioner import StickyPartitioner, murmur2, partition_for_key
+from headwater.records.varint import decode_varint, encode_varint
+
+__all__ = [
+    "HEADER_SIZE",
+    "BatchHeader",
+    "Compression",
+    "Record",
+    "StickyPartitioner",
+    "TimestampType",
+    "compress",
+    "crc32c",
+    "decode_batch",
+    "decode_batches",
+    "decode_varint",
+    "decompress",
+    "encode_batch",
+    "encode_varint",
+    "iter_batches",
+    "murmur2",
+    "parse_header",
+    "partition_for_key",
+    "set_base_offset",
+    "set_log_append_time",
+    "valid_prefix",
+]

@@ -1,0 +1,493 @@
+"""Kafka RecordBatch v2: the byte layout of stored and transferred records, encoded and decoded.
+
+A batch is a 61-byte header followed by its records (compressed as one block when the codec is
+not NONE). All integers are big-endian; the CRC-32C covers ``attributes`` through the end of the
+batch, so ``baseOffset``, ``batchLength`` and ``partitionLeaderEpoch`` can be rewritten (the broker
+assigns ``baseOffset``) without recomputing it.
+
+======  ====  =====================  ===============================================================
+offset  size  field                  meaning
+======  ====  =====================  ===============================================================
+0       8     baseOffset             offset of the first record (set by the broker on append)
+8       4     batchLength            bytes after this field: total size - 12
+12      4     partitionLeaderEpoch   leader epoch at append (-1 from producers)
+16      1     magic                  2
+17      4     crc                    CRC-32C (unsigned) of bytes 21 .. end
+21      2     attributes             bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
+                                     4 transactional, 5 control, 6 delete horizon set
+23      4     lastOffsetDelta        offset of the last record - baseOffset
+27      8     baseTimestamp          timestamp of the first record
+35      8     maxTimestamp           largest record timestamp (the append time for LogAppendTime)
+43      8     producerId             -1 unless idempotent/transactional
+51      2     producerEpoch          -1 unless idempotent/transactional
+53      4     baseSequence           sequence of the first record, -1 without a producer id
+57      4     recordsCount           number of records
+61      ...   records                each as below; one compressed block when codec != NONE
+======  ====  =====================  ===============================================================
+
+Each record (varint = zig-zag base-128, see ``varint.py``)::
+
+    length varint (bytes after it) | attributes int8 (0) | timestampDelta varlong |
+    offsetDelta varint | keyLength varint (-1 = null) | key | valueLength varint (-1 = null) |
+    value | headerCount varint | headers: (keyLength varint, key utf-8, valueLength varint, value)*
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from headwater.errors import CorruptRecordError
+from headwater.records.compression import Compression, compress, decompress
+from headwater.records.crc import crc32c
+from headwater.records.varint import NULL_LENGTH, SMALL_LIMIT, SMALL_VARINTS, encode_varint
+
+Buffer = bytes | bytearray | memoryview
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size
+assert HEADER_SIZE == 61
+
+# Field offsets derived from the layout rather than typed in.
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = struct.calcsize(">q")
+LEADER_EPOCH_OFFSET = struct.calcsize(">qi")
+MAGIC_OFFSET = struct.calcsize(">qii")
+CRC_OFFSET = struct.calcsize(">qiib")
+ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")
+LAST_OFFSET_DELTA_OFFSET = struct.calcsize(">qiibIh")
+BASE_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhi")
+MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")
+RECORDS_COUNT_OFFSET = struct.calcsize(">qiibIhiqqqhi")
+LOG_OVERHEAD = struct.calcsize(">qi")  # bytes not counted by batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MAGIC = 2
+
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_INT32_MAX = (1 << 31) - 1
+
+_Q = struct.Struct(">q")
+_I = struct.Struct(">I")
+_H = struct.Struct(">h")
+
+
+class TimestampType(IntEnum):
+    """Bit 3 of the attributes: who set the record timestamps."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte header of one RecordBatch v2, decoded."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & _CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType(1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; -1 without one. Wraps past int32 max to 0, as Kafka's."""
+        if self.base_sequence < 0:
+            return -1
+        if self.base_sequence > _INT32_MAX - self.last_offset_delta:
+            return self.last_offset_delta - (_INT32_MAX - self.base_sequence) - 1
+        return self.base_sequence + self.last_offset_delta
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Decode the header at ``buf[pos:]`` without checking the CRC or that the body is present.
+
+    Raises CorruptRecordError when fewer than 61 bytes remain, magic is not 2 or batchLength is
+    below the header's own size.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(
+            f"truncated batch header at position {pos}: {len(buf) - pos} of {HEADER_SIZE} bytes"
+        )
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC:
+        raise CorruptRecordError(
+            f"unsupported magic {header.magic} at position {pos}: only RecordBatch v2 (magic 2)"
+        )
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch length {header.batch_length} at position {pos} is below the minimum "
+            f"{MIN_BATCH_LENGTH}"
+        )
+    return header
+
+
+def _check(buf: Buffer, pos: int, verify_crc: bool) -> BatchHeader:
+    header = parse_header(buf, pos)
+    end = pos + header.size
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"truncated batch at position {pos}: {header.size} bytes declared, "
+            f"{len(buf) - pos} present"
+        )
+    if header.records_count < 0:
+        raise CorruptRecordError(f"negative records count {header.records_count} at {pos}")
+    if header.last_offset_delta < 0:
+        raise CorruptRecordError(
+            f"negative last offset delta {header.last_offset_delta} at position {pos}"
+        )
+    if header.records_count and header.last_offset_delta < header.records_count - 1:
+        raise CorruptRecordError(
+            f"last offset delta {header.last_offset_delta} at position {pos} is below "
+            f"records count - 1 ({header.records_count - 1})"
+        )
+    if header.attributes & _CODEC_MASK > Compression.ZSTD:
+        raise CorruptRecordError(
+            f"unknown compression codec {header.attributes & _CODEC_MASK} at position {pos}"
+        )
+    if verify_crc:
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        computed = crc32c(view[pos + ATTRIBUTES_OFFSET : end])
+        if computed != header.crc:
+            raise CorruptRecordError(
+                f"CRC mismatch in batch at position {pos}: stored {header.crc:#010x}, "
+                f"computed {computed:#010x}"
+            )
+    return header
+
+
+def iter_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each batch of concatenated batches in ``buf``.
+
+    Every batch is checked whole (length, CRC, magic, counts) before it is yielded; the first
+    problem raises CorruptRecordError naming its position.
+    """
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        header = _check(buf, pos, verify_crc)
+        yield pos, header
+        pos += header.size
+
+
+def valid_prefix(buf: Buffer) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """Length of the longest prefix of whole, CRC-valid batches, and their positions and headers.
+
+    Never raises: crash recovery cuts a log at the returned length.
+    """
+    found: list[tuple[int, BatchHeader]] = []
+    end = 0
+    try:
+        for pos, header in iter_batches(buf):
+            found.append((pos, header))
+            end = pos + header.size
+    except CorruptRecordError:
+        pass
+    return end, found
+
+
+def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+    """Rewrite the batch's baseOffset in place (it is outside the CRC)."""
+    _Q.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
+    """Mark the batch LogAppendTime with ``timestamp`` as its maxTimestamp, and re-seal the CRC.
+
+    As Kafka does for ``message.timestamp.type=LogAppendTime`` topics: readers then report that
+    timestamp for every record of the batch.
+    """
+    (attributes,) = _H.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    _H.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | _TIMESTAMP_TYPE_BIT)
+    _Q.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    (length,) = struct.unpack_from(">i", buf, pos + LENGTH_OFFSET)
+    end = pos + length + LOG_OVERHEAD
+    _I.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
+
+
+RecordTuple = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+
+
+def encode_batch(
+    records: Sequence[RecordTuple],
+    *,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    timestamp_ms: int | None = None,
+    timestamps: Sequence[int] | None = None,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+) -> bytes:
+    """Encode ``(key, value, headers)`` tuples as one RecordBatch v2.
+
+    Every record gets ``timestamp_ms`` (default: now) unless ``timestamps`` gives one per record.
+    This is the producer's hot loop: small lengths come from a precomputed varint table and the
+    batch is joined once.
+    """
+    count = len(records)
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000) if timestamps is None else timestamps[0]
+    small = SMALL_VARINTS
+    null = NULL_LENGTH
+    parts: list[bytes] = []
+    append = parts.append
+    if timestamps is None:
+        base_timestamp = max_timestamp = timestamp_ms
+        # attributes 0 + timestampDelta 0, shared by every record.
+        lead = b"\x00\x00"
+        for delta, (key, value, headers) in enumerate(records):
+            if key is None:
+                key_part = null
+                key = b""
+            else:
+                n = len(key)
+                key_part = small[n] if n < SMALL_LIMIT else encode_varint(n)
+            if value is None:
+                value_part = null
+                value = b""
+            else:
+                n = len(value)
+                value_part = small[n] if n < SMALL_LIMIT else encode_varint(n)
+            delta_part = small[delta] if delta < SMALL_LIMIT else encode_varint(delta)
+            header_part = _encode_headers(headers) if headers else b"\x00"
+            size = (
+                2
+                + len(delta_part)
+                + len(key_part)
+                + len(key)
+                + len(value_part)
+                + len(value)
+                + len(header_part)
+            )
+            append(small[size] if size < SMALL_LIMIT else encode_varint(size))
+            append(lead)
+            append(delta_part)
+            append(key_part)
+            append(key)
+            append(value_part)
+            append(value)
+            append(header_part)
+    else:
+        if len(timestamps) != count:
+            raise ValueError(f"{len(timestamps)} timestamps for {count} records")
+        base_timestamp = timestamps[0]
+        max_timestamp = max(timestamps)
+        for delta, ((key, value, headers), ts) in enumerate(zip(records, timestamps, strict=True)):
+            body = b"".join(
+                (
+                    b"\x00",
+                    encode_varint(ts - base_timestamp),
+                    encode_varint(delta),
+                    null if key is None else encode_varint(len(key)) + key,
+                    null if value is None else encode_varint(len(value)) + value,
+                    _encode_headers(headers) if headers else b"\x00",
+                )
+            )
+            append(encode_varint(len(body)))
+            append(body)
+    body = b"".join(parts)
+    if compression != Compression.NONE:
+        body = compress(compression, body)
+    attributes = int(compression) | (_TRANSACTIONAL_BIT if is_transactional else 0)
+    tail = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    crc = crc32c(body, crc32c(tail))
+    head = struct.pack(
+        ">qiibI",
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        partition_leader_epoch,
+        MAGIC,
+        crc,
+    )
+    return b"".join((head, tail, body))
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    parts = [encode_varint(len(headers))]
+    for name, value in headers:
+        raw = name.encode()
+        parts.append(encode_varint(len(raw)))
+        parts.append(raw)
+        if value is None:
+            parts.append(NULL_LENGTH)
+        else:
+            parts.append(encode_varint(len(value)))
+            parts.append(value)
+    return b"".join(parts)
+
+
+def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+    """Decode the batch at ``buf[pos:]``: its header and records with absolute offsets/timestamps.
+
+    The CRC is verified and the records section decompressed. For LogAppendTime batches every
+    record reports the batch's maxTimestamp, as Kafka's readers do.
+    """
+    header = _check(buf, pos, True)
+    end = pos + header.size
+    data: bytes = bytes(buf[pos + HEADER_SIZE : end])
+    if header.attributes & _CODEC_MASK:
+        data = decompress(header.attributes & _CODEC_MASK, data)
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
+    records: list[Record] = []
+    append = records.append
+    i = 0
+    n = len(data)
+    try:
+        for _ in range(header.records_count):
+            # Varints are decoded inline: a function call per field would dominate.
+            b = data[i]
+            i += 1
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+            else:
+                length, i = _varint_slow(data, i - 1)
+            record_end = i + length
+            if length < 0 or record_end > n:
+                raise CorruptRecordError(
+                    f"record {len(records)} of batch at {pos} overruns the batch"
+                )
+            i += 1  # record attributes: unused
+            ts_delta, i = _varint(data, i)
+            offset_delta, i = _varint(data, i)
+            key_len, i = _varint(data, i)
+            key: bytes | None
+            if key_len < 0:
+                key = None
+            else:
+                key = data[i : i + key_len]
+                i += key_len
+            value_len, i = _varint(data, i)
+            value: bytes | None
+            if value_len < 0:
+                value = None
+            else:
+                value = data[i : i + value_len]
+                i += value_len
+            header_count, i = _varint(data, i)
+            headers: list[tuple[str, bytes | None]] = []
+            for _h in range(header_count):
+                hk_len, i = _varint(data, i)
+                if hk_len < 0:
+                    raise CorruptRecordError(f"null header key in batch at {pos}")
+                name = data[i : i + hk_len].decode("utf-8", "replace")
+                i += hk_len
+                hv_len, i = _varint(data, i)
+                hv: bytes | None
+                if hv_len < 0:
+                    hv = None
+                else:
+                    hv = data[i : i + hv_len]
+                    i += hv_len
+                headers.append((name, hv))
+            if i != record_end:
+                raise CorruptRecordError(
+                    f"record {len(records)} of batch at {pos}: length {length} does not match "
+                    "its fields"
+                )
+            append(
+                Record(
+                    base_offset + offset_delta,
+                    log_append if log_append is not None else base_ts + ts_delta,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except IndexError:
+        raise CorruptRecordError(f"records of batch at {pos} end early") from None
+    if i != n:
+        raise CorruptRecordError(f"{n - i} bytes after the last record of batch at {pos}")
+    return header, records
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    b = data[i]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), i + 1
+    return _varint_slow(data, i)
+
+
+def _varint_slow(data: bytes, i: int) -> tuple[int, int]:
+    z = 0
+    shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), i
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError(f"varint longer than 10 bytes ending at {i}")
+
+
+def decode_batches(buf: Buffer) -> Iterator[Record]:
+    """Every record of concatenated batches, in order."""
+    for pos, _header in iter_batches(buf, verify_crc=False):
+        yield from decode_batch(buf, pos)[1]
