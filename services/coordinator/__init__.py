@@ -1,0 +1,1 @@
+"""The group coordinator service: consumer groups, server-side assignment, committed offsets."""

@@ -1,0 +1,160 @@
+"""The coordinator's HTTP routes: thin wrappers over :class:`Coordinator`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import httpx
+from fastapi import Depends, FastAPI, Request, Response
+from redis.asyncio import Redis
+
+from headwater.groups.errors import COORDINATOR
+from headwater.service import create_service_app
+from services.coordinator.coordinator import Coordinator
+from services.coordinator.metadata import BrokerMetadata
+from services.coordinator.models import (
+    CommitBody,
+    GroupDescription,
+    GroupLag,
+    GroupOffsets,
+    GroupSummary,
+    HeartbeatBody,
+    HeartbeatResponse,
+    ResetBody,
+)
+from services.coordinator.settings import CoordinatorSettings
+from services.coordinator.store import GroupStore
+
+
+def _coordinator(request: Request) -> Coordinator:
+    coordinator: Coordinator = request.app.state.coordinator
+    return coordinator
+
+
+CoordinatorDep = Annotated[Coordinator, Depends(_coordinator)]
+
+
+def create_app(
+    settings: CoordinatorSettings,
+    *,
+    broker_transport: httpx.AsyncBaseTransport | None = None,
+) -> FastAPI:
+    """Build the app; Redis and the sweeper start with the app's lifespan.
+
+    ``settings.redis_url`` must be set here (``__main__`` starts a private Redis when it is not);
+    ``broker_transport`` lets tests reach a broker app in-process.
+    """
+    if not settings.redis_url:
+        raise ValueError("create_app needs settings.redis_url (python -m starts a private Redis)")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redis = Redis.from_url(settings.redis_url)
+        metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport)
+        store = GroupStore(redis, settings.key_prefix, settings.offsets_retention_ms)
+        coordinator = Coordinator(
+            store,
+            metadata,
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        )
+        app.state.coordinator = coordinator
+        sweeper = asyncio.create_task(coordinator.run_sweeper(settings.sweep_interval_ms / 1000))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await metadata.close()
+            await redis.aclose()
+
+    async def ready() -> tuple[bool, dict[str, Any]]:
+        try:
+            await app.state.coordinator.store.redis.ping()
+        except Exception as exc:
+            return False, {"redis": f"{type(exc).__name__}: {exc}"}
+        return True, {"redis": "ok"}
+
+    app = create_service_app(
+        title="Headwater coordinator",
+        description="Consumer groups: membership, server-side cooperative assignment and "
+        "committed offsets, with all state in Redis.",
+        family=COORDINATOR,
+        lifespan=lifespan,
+        ready=ready,
+    )
+
+    @app.post(
+        "/groups/{group_id}/heartbeat",
+        response_model=HeartbeatResponse,
+        tags=["membership"],
+        summary="Join (epoch 0), heartbeat and reconcile, or leave (-1, static -2)",
+    )
+    async def heartbeat(group_id: str, body: HeartbeatBody, c: CoordinatorDep) -> HeartbeatResponse:
+        return await c.heartbeat(group_id, body)
+
+    @app.post(
+        "/groups/{group_id}/offsets",
+        status_code=204,
+        tags=["offsets"],
+        summary="Commit offsets (the owner at its epoch, or any client for an empty group)",
+    )
+    async def commit(group_id: str, body: CommitBody, c: CoordinatorDep) -> Response:
+        await c.commit(group_id, body)
+        return Response(status_code=204)
+
+    @app.get(
+        "/groups/{group_id}/offsets",
+        response_model=GroupOffsets,
+        tags=["offsets"],
+        summary="Committed offsets of a group",
+    )
+    async def offsets(group_id: str, c: CoordinatorDep) -> GroupOffsets:
+        return await c.offsets(group_id)
+
+    @app.post(
+        "/groups/{group_id}/offsets/reset",
+        response_model=GroupOffsets,
+        tags=["offsets"],
+        summary="Reset offsets of a group without members",
+    )
+    async def reset(group_id: str, body: ResetBody, c: CoordinatorDep) -> GroupOffsets:
+        return await c.reset(group_id, body)
+
+    @app.get("/groups", response_model=list[GroupSummary], tags=["admin"], summary="List groups")
+    async def list_groups(c: CoordinatorDep) -> list[GroupSummary]:
+        return await c.list_groups()
+
+    @app.get(
+        "/groups/{group_id}",
+        response_model=GroupDescription,
+        tags=["admin"],
+        summary="State, epochs, members and assignment of a group",
+    )
+    async def describe(group_id: str, c: CoordinatorDep) -> GroupDescription:
+        return await c.describe(group_id)
+
+    @app.get(
+        "/groups/{group_id}/lag",
+        response_model=GroupLag,
+        tags=["admin"],
+        summary="Committed offsets against the brokers' end offsets",
+    )
+    async def lag(group_id: str, c: CoordinatorDep) -> GroupLag:
+        return await c.lag(group_id)
+
+    @app.delete(
+        "/groups/{group_id}",
+        status_code=204,
+        tags=["admin"],
+        summary="Delete a group without members, with its offsets",
+    )
+    async def delete(group_id: str, c: CoordinatorDep) -> Response:
+        await c.delete(group_id)
+        return Response(status_code=204)
+
+    return app

@@ -1,0 +1,131 @@
+"""Topic metadata and end offsets from the brokers, cached briefly and fetched once per topic.
+
+The coordinator needs partition counts (for assignment), end offsets (lag, offset validation,
+resets) and timestamp lookups. Brokers are tried in order until one answers; concurrent requests
+for the same topic share one fetch, so a burst of heartbeats makes one broker call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import httpx
+
+from headwater.groups.errors import BrokersUnavailableError, UnknownTopicOrPartitionError
+from headwater.types import Offset, PartitionId
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    beginning: dict[PartitionId, Offset]
+    end: dict[PartitionId, Offset]
+
+    @property
+    def partitions(self) -> int:
+        return len(self.end)
+
+
+class BrokerMetadata:
+    """Reads ``GET /topics``, ``GET /topics/{t}`` and offset lookups from a list of brokers."""
+
+    def __init__(
+        self,
+        brokers: list[str],
+        ttl_s: float = 2.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.brokers = brokers
+        self.ttl_s = ttl_s
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout_s)
+        self._cache: dict[str, tuple[float, TopicInfo | None]] = {}
+        self._inflight: dict[str, asyncio.Future[TopicInfo | None]] = {}
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _get(self, path: str, params: dict[str, int] | None = None) -> httpx.Response:
+        last: Exception | None = None
+        for base in self.brokers:
+            try:
+                response = await self._http.get(base.rstrip("/") + path, params=params)
+            except httpx.HTTPError as exc:
+                last = exc
+                continue
+            if response.status_code >= 500:
+                last = RuntimeError(f"{base}: HTTP {response.status_code}")
+                continue
+            return response
+        raise BrokersUnavailableError(f"no broker answered {path}: {last}")
+
+    async def _fetch(self, topic: str) -> TopicInfo | None:
+        response = await self._get(f"/topics/{topic}")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        body = response.json()
+        beginning = {
+            PartitionId(p["partition"]): Offset(p["beginning_offset"]) for p in body["partitions"]
+        }
+        end = {PartitionId(p["partition"]): Offset(p["end_offset"]) for p in body["partitions"]}
+        return TopicInfo(topic, beginning, end)
+
+    async def topic(self, name: str, *, fresh: bool = False) -> TopicInfo | None:
+        """The topic's partitions and offsets (None when no broker knows it)."""
+        now = time.monotonic()
+        cached = self._cache.get(name)
+        if cached is not None and not fresh and cached[0] > now:
+            return cached[1]
+        pending = self._inflight.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[TopicInfo | None] = asyncio.get_running_loop().create_future()
+        self._inflight[name] = future
+        try:
+            info = await self._fetch(name)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters (if any) re-raise it themselves
+            raise
+        finally:
+            self._inflight.pop(name, None)
+        self._cache[name] = (time.monotonic() + self.ttl_s, info)
+        future.set_result(info)
+        return info
+
+    async def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Partition count of every existing topic among ``topics`` (missing ones left out)."""
+        names = sorted(set(topics))
+        infos = await asyncio.gather(*(self.topic(t) for t in names))
+        return {t: i.partitions for t, i in zip(names, infos, strict=True) if i is not None}
+
+    async def require(
+        self, topic: str, partition: PartitionId, *, fresh: bool = False
+    ) -> TopicInfo:
+        info = await self.topic(topic, fresh=fresh)
+        if info is None or partition not in info.end:
+            raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
+        return info
+
+    async def topic_names(self) -> list[str]:
+        response = await self._get("/topics")
+        response.raise_for_status()
+        names: list[str] = response.json()
+        return names
+
+    async def offset_for_time(
+        self, topic: str, partition: PartitionId, timestamp_ms: int
+    ) -> Offset | None:
+        response = await self._get(
+            f"/topics/{topic}/partitions/{partition}/offsets/lookup",
+            params={"timestamp": timestamp_ms},
+        )
+        if response.status_code == 404:
+            raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
+        response.raise_for_status()
+        offset = response.json()["offset"]
+        return None if offset is None else Offset(offset)

@@ -1,0 +1,25 @@
+"""The coordinator's domain metrics (prometheus_client, default registry)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+HEARTBEATS = Counter(
+    "headwater_coordinator_heartbeats_total", "Heartbeats handled (joins and leaves included)"
+)
+JOINS = Counter("headwater_coordinator_member_joins_total", "Members that joined a group")
+EXPIRATIONS = Counter(
+    "headwater_coordinator_member_expirations_total",
+    "Members removed for missing their session or revocation deadline",
+)
+REBALANCES = Counter(
+    "headwater_coordinator_rebalances_total", "Target assignments computed (group epoch bumps)"
+)
+OFFSET_COMMITS = Counter(
+    "headwater_coordinator_offset_commits_total", "Partition offsets committed"
+)
+GROUP_MEMBERS = Gauge(
+    "headwater_coordinator_group_members",
+    "Members of a group as last seen by this process",
+    ["group"],
+)
