@@ -164,6 +164,7 @@ class GroupState:
     fenced_members: dict[str, int] = field(default_factory=dict)
     rebalances: int = 0
     expired: list[str] = field(default_factory=list)
+    loaded_epoch: GroupEpoch = field(default_factory=lambda: GroupEpoch(0))
 
     # --- storage shape -------------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class GroupState:
             state.assignor = meta["assignor"]
             state.topics = dict(meta["topics"])
             state.created_ms = meta["created_ms"]
+            state.loaded_epoch = state.epoch
         state.members = {m.member_id: m for m in members}
         return state
 
@@ -217,7 +219,10 @@ class GroupState:
     # --- transitions ---------------------------------------------------------------------------
 
     def _bump(self) -> None:
-        self.epoch = GroupEpoch(self.epoch + 1)
+        # One operation (a heartbeat, a sweep) moves the group at most one epoch forward, however
+        # many things it changed.
+        if self.epoch == self.loaded_epoch:
+            self.epoch = GroupEpoch(self.loaded_epoch + 1)
 
     def _remove(self, member_id: str) -> None:
         del self.members[member_id]
