@@ -1,0 +1,1 @@
+"""Headwater services: broker, registry and coordinator, each its own process."""

@@ -1,0 +1,1 @@
+"""The storage broker: durable partitioned logs of Kafka record batches, served over HTTP."""

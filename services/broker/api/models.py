@@ -1,0 +1,124 @@
+"""Request and response bodies of the broker API (docs/broker-api.md), as pydantic models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _FromDomain(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Replica(_FromDomain):
+    broker: int
+    leader: bool
+    in_sync: bool
+
+
+class PartitionSummary(_FromDomain):
+    partition: int
+    leader: int
+    replicas: list[Replica]
+
+
+class PartitionDescription(PartitionSummary):
+    beginning_offset: int = Field(description="First offset still readable (log start offset)")
+    end_offset: int = Field(description="Next offset to be written (high watermark)")
+
+
+class TopicDescription(_FromDomain):
+    name: str
+    partitions: list[PartitionDescription]
+    configs: dict[str, str]
+
+
+class CreateTopic(BaseModel):
+    name: str
+    partitions: int | None = Field(None, description="Default: BROKER_DEFAULT_PARTITIONS")
+    replication_factor: int | None = Field(None, description="1 (or -1 for the default)")
+    configs: dict[str, Any] = Field(
+        default_factory=dict, description='Kafka topic configs, e.g. {"retention.ms": "3600000"}'
+    )
+
+
+class PartitionCount(BaseModel):
+    count: int = Field(description="New total number of partitions (grow only)")
+
+
+class Offsets(BaseModel):
+    beginning_offset: int
+    end_offset: int
+
+
+class OffsetLookup(BaseModel):
+    offset: int | None = Field(description="Earliest offset with timestamp >= the asked one")
+    timestamp: int | None
+
+
+class ProduceHeader(BaseModel):
+    key: str
+    value: str | None = None
+
+
+class ProduceRecord(BaseModel):
+    key: Any = None
+    value: Any = None
+    partition: int | None = None
+    headers: list[ProduceHeader] | None = None
+
+
+class ProduceRequest(BaseModel):
+    """REST Proxy v2 produce body: key/value are JSON (json format) or base64 (binary format)."""
+
+    records: list[ProduceRecord]
+
+
+class ProduceOffset(BaseModel):
+    partition: int
+    offset: int
+    error_code: int | None = None
+    error: str | None = None
+
+
+class ProduceResponse(BaseModel):
+    offsets: list[ProduceOffset]
+    key_schema_id: int | None = None
+    value_schema_id: int | None = None
+
+
+class BatchResult(BaseModel):
+    base_offset: int
+    last_offset: int
+    log_append_time: int = Field(description="Append time for LogAppendTime topics, else -1")
+    duplicate: bool = Field(description="A retried idempotent batch: nothing was appended")
+
+
+class BatchesResponse(BaseModel):
+    batches: list[BatchResult]
+
+
+class InitProducer(BaseModel):
+    producer_id: int | None = Field(None, description="Give with producer_epoch to bump the epoch")
+    producer_epoch: int | None = None
+
+
+class ProducerIdentity(BaseModel):
+    producer_id: int
+    producer_epoch: int
+
+
+class RecordHeader(BaseModel):
+    key: str
+    value: str | None
+
+
+class FetchedRecord(BaseModel):
+    topic: str
+    key: Any
+    value: Any
+    partition: int
+    offset: int
+    timestamp: int
+    headers: list[RecordHeader]

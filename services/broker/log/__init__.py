@@ -1,0 +1,1 @@
+"""The log storage engine: segments, indexes, partitions and idempotent-producer state."""

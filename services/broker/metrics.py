@@ -1,0 +1,45 @@
+"""The broker's domain metrics (prometheus_client default registry, served on ``/metrics``).
+
+Labels are topic names and partition numbers -- bounded by the topics that exist; series of a
+deleted topic are removed with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import Counter, Gauge
+
+PRODUCE_BYTES = Counter(
+    "headwater_broker_produce_bytes", "Record batch bytes appended, by topic.", ["topic"]
+)
+PRODUCE_RECORDS = Counter(
+    "headwater_broker_produce_records", "Records appended, by topic.", ["topic"]
+)
+FETCH_BYTES = Counter(
+    "headwater_broker_fetch_bytes", "Record batch bytes returned by fetches, by topic.", ["topic"]
+)
+FETCH_RECORDS = Counter(
+    "headwater_broker_fetch_records", "Records returned by fetches, by topic.", ["topic"]
+)
+LOG_END_OFFSET = Gauge(
+    "headwater_broker_log_end_offset",
+    "Next offset to be written, by topic and partition.",
+    ["topic", "partition"],
+)
+LOG_START_OFFSET = Gauge(
+    "headwater_broker_log_start_offset",
+    "First offset still readable (moves with retention), by topic and partition.",
+    ["topic", "partition"],
+)
+
+
+def forget_topic(topic: str, partitions: int) -> None:
+    """Drop a deleted topic's series."""
+    for metric in (PRODUCE_BYTES, PRODUCE_RECORDS, FETCH_BYTES, FETCH_RECORDS):
+        with contextlib.suppress(KeyError):
+            metric.remove(topic)
+    for p in range(partitions):
+        for gauge in (LOG_END_OFFSET, LOG_START_OFFSET):
+            with contextlib.suppress(KeyError):
+                gauge.remove(topic, str(p))
