@@ -1,0 +1,82 @@
+"""The AdminClient: topic administration and offset queries with Kafka-like method names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+
+import httpx
+
+from headwater.client.broker import BrokerClient, PartitionOffsets, TopicDescription
+from headwater.config import AdminConfig
+from headwater.types import Offset, TimestampMs
+
+
+class AdminClient:
+    """Creates, describes, grows and deletes topics, and reads partition offsets.
+
+    Every method is one request to the first of ``bootstrap.servers``; errors are the typed
+    errors of ``headwater.errors`` (``TopicAlreadyExistsError``, ``TopicNotFoundError``,
+    ``InvalidConfigError``, ...).
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.config = AdminConfig.from_dict(config or {})
+        self._client = BrokerClient(
+            self.config.bootstrap_servers[0],
+            timeout=self.config.request_timeout_ms / 1000,
+            transport=transport,
+            client_id=self.config.client_id,
+        )
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: Mapping[str, str] | None = None,
+    ) -> TopicDescription:
+        """Create ``name``; partitions default to the broker's BROKER_DEFAULT_PARTITIONS."""
+        return self._client.create_topic(name, partitions, replication_factor, configs)
+
+    def delete_topic(self, name: str) -> None:
+        self._client.delete_topic(name)
+
+    def list_topics(self) -> list[str]:
+        return self._client.list_topics()
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self._client.describe_topic(name)
+
+    def create_partitions(self, name: str, count: int) -> TopicDescription:
+        """Grow ``name`` to ``count`` partitions in total (never shrinks)."""
+        return self._client.create_partitions(name, count)
+
+    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        """The partition's beginning (log start) and end (next to be written) offsets."""
+        return self._client.offsets(topic, partition)
+
+    def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int
+    ) -> tuple[Offset | None, TimestampMs | None]:
+        """The earliest offset with a timestamp >= ``timestamp`` and its timestamp, or Nones."""
+        return self._client.offset_for_timestamp(topic, partition, timestamp)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

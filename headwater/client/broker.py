@@ -1,0 +1,399 @@
+"""A typed synchronous client for every route of the broker HTTP API (docs/broker-api.md).
+
+Each method is one request; error bodies come back as the typed errors of
+``headwater.errors.BROKER`` (``TopicNotFoundError``, ``OffsetOutOfRangeError``, ...), and transport
+failures as ``httpx.TransportError``. The client is thread-safe (one ``httpx.Client`` with a
+connection pool); tests pass their own ``transport`` (``httpx.MockTransport``, an ASGI app).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+from headwater.errors import BROKER, HeadwaterError
+from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
+
+BATCHES_MEDIA_TYPE = "application/vnd.headwater.batches"
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    broker: BrokerId
+    leader: bool
+    in_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    """A partition as ``GET /topics/{t}`` describes it (offsets absent in partition listings)."""
+
+    partition: PartitionId
+    leader: BrokerId
+    replicas: tuple[Replica, ...]
+    beginning_offset: Offset | None = None
+    end_offset: Offset | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> PartitionDescription:
+        replicas = tuple(
+            Replica(BrokerId(r["broker"]), bool(r["leader"]), bool(r["in_sync"]))
+            for r in body.get("replicas", ())
+        )
+        begin = body.get("beginning_offset")
+        end = body.get("end_offset")
+        return cls(
+            partition=PartitionId(body["partition"]),
+            leader=BrokerId(body.get("leader", -1)),
+            replicas=replicas,
+            beginning_offset=None if begin is None else Offset(begin),
+            end_offset=None if end is None else Offset(end),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+    configs: dict[str, str]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TopicDescription:
+        return cls(
+            name=body["name"],
+            partitions=tuple(PartitionDescription.from_json(p) for p in body["partitions"]),
+            configs={str(k): str(v) for k, v in body.get("configs", {}).items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    beginning_offset: Offset
+    end_offset: Offset
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedOffset:
+    """One record's result from a REST Proxy style produce."""
+
+    partition: PartitionId
+    offset: Offset
+    error_code: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAck:
+    """The broker's answer for one appended batch (``log_append_time`` -1 for CreateTime)."""
+
+    base_offset: Offset
+    last_offset: Offset
+    log_append_time: TimestampMs
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatches:
+    """Raw stored batches from a fetch; the first may begin before the requested offset."""
+
+    data: bytes
+    high_watermark: Offset
+    log_start_offset: Offset
+    next_offset: Offset
+
+
+def _acks_param(acks: int | str) -> str:
+    text = str(acks).lower()
+    return "all" if text in ("all", "-1") else text
+
+
+class BrokerClient:
+    """One broker's HTTP API as typed methods.
+
+    ``base_url`` is the broker's URL (``http://127.0.0.1:8082``). ``timeout`` (seconds) applies to
+    each request; a long-poll fetch adds its ``max_wait_ms`` to it.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        client_id: str = "headwater-python",
+        max_connections: int = 16,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout,
+            transport=transport,
+            headers={"User-Agent": f"headwater-python ({client_id})"},
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        content: bytes | None = None,
+        params: Mapping[str, str | int] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        body = content
+        all_headers = dict(headers or {})
+        if json is not None:
+            body = orjson.dumps(json)
+            all_headers.setdefault("Content-Type", "application/json")
+        response = self._http.request(
+            method,
+            path,
+            content=body,
+            params=params,
+            headers=all_headers,
+            timeout=timeout if timeout is not None else self.timeout,
+        )
+        if response.status_code >= 400:
+            raise self._error(response)
+        return response
+
+    @staticmethod
+    def _error(response: httpx.Response) -> HeadwaterError:
+        try:
+            body: Any = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            body = response.text
+        return BROKER.from_body(response.status_code, body)
+
+    @staticmethod
+    def _topic_path(topic: str) -> str:
+        return f"/topics/{quote(topic, safe='')}"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> BrokerClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- health -------------------------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        """True when ``GET /healthz`` answers 200."""
+        try:
+            return self._http.get("/healthz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: Mapping[str, str] | None = None,
+    ) -> TopicDescription:
+        body: dict[str, Any] = {"name": name}
+        if partitions is not None:
+            body["partitions"] = partitions
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
+        if configs:
+            body["configs"] = {k: str(v) for k, v in configs.items()}
+        return TopicDescription.from_json(self._request("POST", "/topics", json=body).json())
+
+    def list_topics(self) -> list[str]:
+        names: list[str] = self._request("GET", "/topics").json()
+        return names
+
+    def describe_topic(self, topic: str) -> TopicDescription:
+        return TopicDescription.from_json(self._request("GET", self._topic_path(topic)).json())
+
+    def delete_topic(self, topic: str) -> None:
+        self._request("DELETE", self._topic_path(topic))
+
+    def create_partitions(self, topic: str, count: int) -> TopicDescription:
+        """Grow ``topic`` to ``count`` partitions in total."""
+        path = f"{self._topic_path(topic)}/partitions"
+        return TopicDescription.from_json(self._request("POST", path, json={"count": count}).json())
+
+    def list_partitions(self, topic: str) -> list[PartitionDescription]:
+        path = f"{self._topic_path(topic)}/partitions"
+        return [PartitionDescription.from_json(p) for p in self._request("GET", path).json()]
+
+    def describe_partition(self, topic: str, partition: int) -> PartitionDescription:
+        path = f"{self._topic_path(topic)}/partitions/{partition}"
+        return PartitionDescription.from_json(self._request("GET", path).json())
+
+    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        """The partition's log start offset and end offset (the next offset to be written)."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/offsets"
+        body = self._request("GET", path).json()
+        return PartitionOffsets(Offset(body["beginning_offset"]), Offset(body["end_offset"]))
+
+    def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp: int
+    ) -> tuple[Offset | None, TimestampMs | None]:
+        """The earliest offset whose timestamp is >= ``timestamp`` and that record's timestamp."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/offsets/lookup"
+        body = self._request("GET", path, params={"timestamp": timestamp}).json()
+        offset, ts = body.get("offset"), body.get("timestamp")
+        return (
+            None if offset is None else Offset(offset),
+            None if ts is None else TimestampMs(ts),
+        )
+
+    # -- produce ------------------------------------------------------------------------------
+
+    def produce_json(
+        self,
+        topic: str,
+        records: Sequence[Mapping[str, Any]],
+        *,
+        partition: int | None = None,
+        embedded: str = "json",
+    ) -> list[ProducedOffset]:
+        """REST Proxy v2 produce: ``records`` as ``{"key"?, "value"?, "partition"?, "headers"?}``.
+
+        ``embedded`` is ``json`` (keys/values any JSON) or ``binary`` (base64 strings).
+        """
+        path = self._topic_path(topic)
+        if partition is not None:
+            path += f"/partitions/{partition}"
+        media = BINARY_V2 if embedded == "binary" else JSON_V2
+        response = self._request(
+            "POST",
+            path,
+            content=orjson.dumps({"records": list(records)}),
+            headers={"Content-Type": media, "Accept": "application/json"},
+        )
+        return [
+            ProducedOffset(
+                PartitionId(o["partition"]),
+                Offset(o["offset"]),
+                o.get("error_code"),
+                o.get("error"),
+            )
+            for o in response.json()["offsets"]
+        ]
+
+    def produce_batches(
+        self, topic: str, partition: int, batches: bytes, *, acks: int | str = 1
+    ) -> list[BatchAck]:
+        """Append one or more encoded RecordBatch v2; ``[]`` when ``acks`` is 0."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/batches"
+        response = self._request(
+            "POST",
+            path,
+            content=batches,
+            params={"acks": _acks_param(acks)},
+            headers={"Content-Type": BATCHES_MEDIA_TYPE},
+        )
+        if response.status_code == 204 or not response.content:
+            return []
+        return [
+            BatchAck(
+                Offset(b["base_offset"]),
+                Offset(b["last_offset"]),
+                TimestampMs(b.get("log_append_time", -1)),
+                bool(b.get("duplicate", False)),
+            )
+            for b in orjson.loads(response.content)["batches"]
+        ]
+
+    def init_producer(
+        self, producer_id: int | None = None, producer_epoch: int | None = None
+    ) -> tuple[ProducerId, ProducerEpoch]:
+        """A new idempotent producer id, or a bumped epoch for an existing one (fencing it)."""
+        body: dict[str, int] = {}
+        if producer_id is not None:
+            body = {"producer_id": producer_id, "producer_epoch": producer_epoch or 0}
+        answer = self._request("POST", "/producers", json=body).json()
+        return ProducerId(answer["producer_id"]), ProducerEpoch(answer["producer_epoch"])
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    def _fetch_params(
+        self, offset: int, max_bytes: int, max_wait_ms: int, max_records: int | None
+    ) -> dict[str, str | int]:
+        params: dict[str, str | int] = {
+            "offset": offset,
+            "max_bytes": max_bytes,
+            "max_wait_ms": max_wait_ms,
+        }
+        if max_records is not None:
+            params["max_records"] = max_records
+        return params
+
+    def fetch_batches(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1_048_576,
+        max_wait_ms: int = 0,
+    ) -> FetchedBatches:
+        """Raw batches from ``offset`` on; long-polls up to ``max_wait_ms`` at the log end."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/records"
+        response = self._request(
+            "GET",
+            path,
+            params=self._fetch_params(offset, max_bytes, max_wait_ms, None),
+            headers={"Accept": BATCHES_MEDIA_TYPE},
+            timeout=self.timeout + max_wait_ms / 1000,
+        )
+        headers = response.headers
+        return FetchedBatches(
+            data=response.content,
+            high_watermark=Offset(int(headers.get("Headwater-High-Watermark", -1))),
+            log_start_offset=Offset(int(headers.get("Headwater-Log-Start-Offset", -1))),
+            next_offset=Offset(int(headers.get("Headwater-Next-Offset", offset))),
+        )
+
+    def fetch_json(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1_048_576,
+        max_wait_ms: int = 0,
+        max_records: int | None = None,
+        embedded: str = "json",
+    ) -> list[dict[str, Any]]:
+        """REST Proxy v2 shaped records at offsets >= ``offset``."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/records"
+        response = self._request(
+            "GET",
+            path,
+            params=self._fetch_params(offset, max_bytes, max_wait_ms, max_records),
+            headers={"Accept": BINARY_V2 if embedded == "binary" else JSON_V2},
+            timeout=self.timeout + max_wait_ms / 1000,
+        )
+        records: list[dict[str, Any]] = orjson.loads(response.content)
+        return records

@@ -1,0 +1,256 @@
+"""Client configuration with Kafka's key names, parsed and validated into typed settings.
+
+Producers, consumers and the admin client take a plain ``dict`` as Kafka's clients do
+(``{"bootstrap.servers": "http://127.0.0.1:8082", "acks": "all"}``). Every key is checked: an
+unknown key or a bad value raises ``ValueError`` naming the key, so a typo never silently falls
+back to a default. Values may be given as strings (as in a properties file) or as Python values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.records.compression import Compression
+
+DEFAULT_BOOTSTRAP = "http://127.0.0.1:8082"
+
+
+def _bool(key: str, raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError(f"{key}: expected true or false, got {raw!r}")
+
+
+def _int(minimum: int, maximum: int = 2**63 - 1) -> Callable[[str, object], int]:
+    def parse(key: str, raw: object) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(f"{key}: expected an integer, got {raw!r}")
+        try:
+            value = int(raw) if isinstance(raw, int | str) else int(str(raw), 10)
+        except ValueError:
+            raise ValueError(f"{key}: expected an integer, got {raw!r}") from None
+        if not minimum <= value <= maximum:
+            raise ValueError(f"{key}: {value} is outside [{minimum}, {maximum}]")
+        return value
+
+    return parse
+
+
+def _str(key: str, raw: object) -> str:
+    if not isinstance(raw, str):
+        raise ValueError(f"{key}: expected a string, got {raw!r}")
+    return raw
+
+
+def _optional_str(key: str, raw: object) -> str | None:
+    if raw is None:
+        return None
+    return _str(key, raw) or None
+
+
+def _servers(key: str, raw: object) -> tuple[str, ...]:
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"{key}: expected comma-separated broker URLs, got {raw!r}")
+    urls = []
+    for item in items:
+        url = str(item).strip().rstrip("/")
+        if not url:
+            continue
+        if "://" not in url:
+            url = f"http://{url}"  # Kafka users write host:port
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{key}: {item!r} is not an http(s) URL or host:port")
+        urls.append(url)
+    if not urls:
+        raise ValueError(f"{key}: at least one broker URL is required")
+    return tuple(urls)
+
+
+def _acks(key: str, raw: object) -> int:
+    text = str(raw).strip().lower()
+    if text in ("all", "-1"):
+        return -1
+    if text in ("0", "1"):
+        return int(text)
+    raise ValueError(f"{key}: expected 0, 1, all or -1, got {raw!r}")
+
+
+def _compression(key: str, raw: object) -> Compression:
+    if isinstance(raw, Compression):
+        return raw
+    try:
+        return Compression.from_name(str(raw))
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
+
+
+def _offset_reset(key: str, raw: object) -> str:
+    text = str(raw).strip().lower()
+    if text not in ("earliest", "latest", "none"):
+        raise ValueError(f"{key}: expected earliest, latest or none, got {raw!r}")
+    return text
+
+
+# key -> (parser, default). One table for every client: a config dict may be shared between a
+# producer and a consumer (as with Kafka's clients), so keys of the other role are accepted.
+_KEYS: dict[str, tuple[Callable[[str, object], Any], object]] = {
+    "bootstrap.servers": (_servers, DEFAULT_BOOTSTRAP),
+    "client.id": (_str, "headwater-python"),
+    "request.timeout.ms": (_int(1), 30_000),
+    "retries": (_int(0, 2**31 - 1), 2**31 - 1),
+    "retry.backoff.ms": (_int(0), 100),
+    # producer
+    "acks": (_acks, "all"),
+    "linger.ms": (_int(0), 5),
+    "batch.size": (_int(1), 1_048_576),
+    "compression.type": (_compression, "none"),
+    "delivery.timeout.ms": (_int(1), 120_000),
+    "enable.idempotence": (_bool, True),
+    "max.in.flight.requests.per.connection": (_int(1), 5),
+    "buffer.memory": (_int(1), 64 * 1_048_576),
+    "max.block.ms": (_int(0), 60_000),
+    "metadata.max.age.ms": (_int(0), 300_000),
+    # consumer
+    "group.id": (_optional_str, None),
+    "auto.offset.reset": (_offset_reset, "latest"),
+    "enable.auto.commit": (_bool, True),
+    "auto.commit.interval.ms": (_int(0), 5_000),
+    "fetch.max.bytes": (_int(1), 52_428_800),
+    "max.partition.fetch.bytes": (_int(1), 1_048_576),
+    "fetch.max.wait.ms": (_int(0), 500),
+    "max.poll.records": (_int(1), 500),
+    "session.timeout.ms": (_int(1), 45_000),
+    "heartbeat.interval.ms": (_int(1), 3_000),
+    "coordinator.url": (_optional_str, None),
+}
+
+
+def parse_config(config: Mapping[str, object]) -> dict[str, Any]:
+    """Every known key with its parsed value (defaults filled in); ValueError names a bad key."""
+    unknown = sorted(set(config) - set(_KEYS))
+    if unknown:
+        raise ValueError(f"unknown configuration key(s): {', '.join(map(repr, unknown))}")
+    return {key: parser(key, config.get(key, default)) for key, (parser, default) in _KEYS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """A producer's settings.
+
+    ``batch.size`` defaults to 1 MiB rather than Kafka's 16 KiB: every batch costs one HTTP
+    request (headers, a JSON answer, a round trip through the ASGI stack), so small batches would
+    cap throughput at a few thousand requests per second; ``linger.ms`` still bounds latency.
+    """
+
+    bootstrap_servers: tuple[str, ...]
+    client_id: str
+    acks: int
+    linger_ms: int
+    batch_size: int
+    compression: Compression
+    retries: int
+    retry_backoff_ms: int
+    delivery_timeout_ms: int
+    request_timeout_ms: int
+    enable_idempotence: bool
+    max_in_flight: int
+    buffer_memory: int
+    max_block_ms: int
+    metadata_max_age_ms: int
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, object]) -> ProducerConfig:
+        v = parse_config(config)
+        idempotence: bool = v["enable.idempotence"]
+        if v["acks"] != -1:
+            # As Kafka's clients: idempotence needs acks=all; asking for both is a contradiction,
+            # while lowering acks alone turns the default idempotence off.
+            if "enable.idempotence" in config and idempotence:
+                raise ValueError("enable.idempotence: requires acks=all")
+            idempotence = False
+        if idempotence and v["max.in.flight.requests.per.connection"] > 5:
+            raise ValueError(
+                "max.in.flight.requests.per.connection: at most 5 with enable.idempotence"
+            )
+        return cls(
+            bootstrap_servers=v["bootstrap.servers"],
+            client_id=v["client.id"],
+            acks=v["acks"],
+            linger_ms=v["linger.ms"],
+            batch_size=v["batch.size"],
+            compression=v["compression.type"],
+            retries=v["retries"],
+            retry_backoff_ms=v["retry.backoff.ms"],
+            delivery_timeout_ms=v["delivery.timeout.ms"],
+            request_timeout_ms=v["request.timeout.ms"],
+            enable_idempotence=idempotence,
+            max_in_flight=v["max.in.flight.requests.per.connection"],
+            buffer_memory=v["buffer.memory"],
+            max_block_ms=v["max.block.ms"],
+            metadata_max_age_ms=v["metadata.max.age.ms"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    """A consumer's settings (``group.id`` and the commit keys are used once groups exist)."""
+
+    bootstrap_servers: tuple[str, ...]
+    client_id: str
+    request_timeout_ms: int
+    retry_backoff_ms: int
+    group_id: str | None
+    auto_offset_reset: str
+    enable_auto_commit: bool
+    auto_commit_interval_ms: int
+    fetch_max_bytes: int
+    max_partition_fetch_bytes: int
+    fetch_max_wait_ms: int
+    max_poll_records: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    coordinator_url: str | None
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, object]) -> ConsumerConfig:
+        v = parse_config(config)
+        return cls(
+            bootstrap_servers=v["bootstrap.servers"],
+            client_id=v["client.id"],
+            request_timeout_ms=v["request.timeout.ms"],
+            retry_backoff_ms=v["retry.backoff.ms"],
+            group_id=v["group.id"],
+            auto_offset_reset=v["auto.offset.reset"],
+            enable_auto_commit=v["enable.auto.commit"],
+            auto_commit_interval_ms=v["auto.commit.interval.ms"],
+            fetch_max_bytes=v["fetch.max.bytes"],
+            max_partition_fetch_bytes=v["max.partition.fetch.bytes"],
+            fetch_max_wait_ms=v["fetch.max.wait.ms"],
+            max_poll_records=v["max.poll.records"],
+            session_timeout_ms=v["session.timeout.ms"],
+            heartbeat_interval_ms=v["heartbeat.interval.ms"],
+            coordinator_url=v["coordinator.url"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """The admin client's settings."""
+
+    bootstrap_servers: tuple[str, ...]
+    client_id: str
+    request_timeout_ms: int
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, object]) -> AdminConfig:
+        v = parse_config(config)
+        return cls(
+            bootstrap_servers=v["bootstrap.servers"],
+            client_id=v["client.id"],
+            request_timeout_ms=v["request.timeout.ms"],
+        )

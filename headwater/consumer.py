@@ -1,0 +1,274 @@
+"""The Consumer: reads assigned partitions by offset, fetching raw batches and decoding them.
+
+A consumer keeps, per assigned partition, the offset of the next record ``poll()`` returns (its
+*position*). Positions start from ``seek()``, else from ``_initial_position()`` (consumer groups
+plug committed offsets in there), else from ``auto.offset.reset``. Fetches are stateless on the
+broker side: any broker can serve any offset, so no session or instance affinity is needed.
+
+Extension points for consumer groups (``group.id``/``subscribe``/commits, added with the
+coordinator): ``_initial_position`` (committed offset lookup), ``_on_assignment_changed``
+(called after ``assign``), and ``poll`` calls ``_before_poll`` first (heartbeats, auto-commit).
+The fetch/position logic (``_fetch_partition``, ``_reset_position``, ``_take_buffered``) is
+separate from those and should not need to change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+import httpx
+
+from headwater.client.broker import BrokerClient
+from headwater.config import ConsumerConfig
+from headwater.errors import OffsetOutOfRangeError
+from headwater.records.batch import decode_batch, iter_batches
+from headwater.topic_partition import TopicPartition
+from headwater.types import Offset, PartitionId, TimestampMs
+
+log = logging.getLogger("headwater.consumer")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One record as ``poll()`` returns it."""
+
+    topic: str
+    partition: PartitionId
+    offset: Offset
+    timestamp: TimestampMs
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class Consumer:
+    """Reads records from assigned partitions, in offset order per partition.
+
+    Contract:
+
+    * ``assign(partitions)`` replaces the assignment; ``seek(tp, offset)`` sets the next offset
+      ``poll()`` returns for ``tp``; ``position(tp)`` tells it (resolving ``auto.offset.reset``
+      first if no position is known yet).
+    * ``poll(timeout)`` returns up to ``max.poll.records`` records, waiting up to ``timeout``
+      seconds (long-polling the brokers) when none are available; ``[]`` on timeout.
+    * When a position falls outside the log (retention deleted it, or a seek went past the end),
+      ``auto.offset.reset`` ``earliest``/``latest`` moves it to the log start/end; ``none``
+      raises ``OffsetOutOfRangeError``.
+    * Batch CRCs are verified; a corrupt batch raises ``CorruptRecordError``. Control batches
+      are skipped. Not thread-safe: one thread polls.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.config = ConsumerConfig.from_dict(config or {})
+        cfg = self.config
+        self._clients = [
+            BrokerClient(
+                url,
+                timeout=cfg.request_timeout_ms / 1000,
+                transport=transport,
+                client_id=cfg.client_id,
+            )
+            for url in cfg.bootstrap_servers
+        ]
+        self._client_index = 0
+        self._assignment: list[TopicPartition] = []
+        self._positions: dict[TopicPartition, Offset | None] = {}
+        self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self._round_robin = 0
+        self._closed = False
+
+    # -- assignment and positions -------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions; positions of partitions kept are kept."""
+        new = list(dict.fromkeys(TopicPartition(tp.topic, tp.partition) for tp in partitions))
+        self._positions = {tp: self._positions.get(tp) for tp in new}
+        self._buffered = {tp: self._buffered.get(tp, deque()) for tp in new}
+        self._assignment = new
+        self._on_assignment_changed()
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._assignment)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """The next ``poll()`` returns ``tp``'s records from ``offset`` on."""
+        self._require_assigned(tp)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        self._positions[tp] = Offset(offset)
+        self._buffered[tp].clear()
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        for tp in self._assignment if partitions is None else partitions:
+            self.seek(tp, self._client().offsets(tp.topic, tp.partition).beginning_offset)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        for tp in self._assignment if partitions is None else partitions:
+            self.seek(tp, self._client().offsets(tp.topic, tp.partition).end_offset)
+
+    def position(self, tp: TopicPartition) -> Offset:
+        """The offset of the next record ``poll()`` returns for ``tp``."""
+        self._require_assigned(tp)
+        buffered = self._buffered[tp]
+        if buffered:
+            return buffered[0].offset
+        return self._fetch_position(tp)
+
+    def _require_assigned(self, tp: TopicPartition) -> None:
+        if tp not in self._positions:
+            raise ValueError(f"{tp} is not assigned to this consumer")
+
+    def _fetch_position(self, tp: TopicPartition) -> Offset:
+        position = self._positions[tp]
+        if position is None:
+            position = self._initial_position(tp)
+            if position is None:
+                position = self._reset_position(tp)
+            self._positions[tp] = position
+        return position
+
+    def _initial_position(self, tp: TopicPartition) -> Offset | None:
+        """Where to start ``tp`` when nothing was sought: groups return the committed offset."""
+        return None
+
+    def _reset_position(self, tp: TopicPartition) -> Offset:
+        """Apply ``auto.offset.reset`` to ``tp``."""
+        policy = self.config.auto_offset_reset
+        if policy == "none":
+            raise OffsetOutOfRangeError(f"no valid position for {tp} and auto.offset.reset is none")
+        offsets = self._client().offsets(tp.topic, tp.partition)
+        return offsets.beginning_offset if policy == "earliest" else offsets.end_offset
+
+    def _on_assignment_changed(self) -> None:
+        """Hook after ``assign()``; groups use it to fetch committed offsets or revoke."""
+
+    def _before_poll(self) -> None:
+        """Hook at the start of every ``poll()``; groups heartbeat and auto-commit here."""
+
+    # -- polling ------------------------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
+        """Up to ``max.poll.records`` records, waiting up to ``timeout`` seconds for some."""
+        if self._closed:
+            raise RuntimeError("poll() on a closed consumer")
+        self._before_poll()
+        if not self._assignment:
+            time.sleep(max(timeout, 0))
+            return []
+        deadline = time.monotonic() + max(timeout, 0)
+        out = self._take_buffered()
+        if out:
+            return out
+        wait_ms = 0
+        while True:
+            for tp in self._rotation():
+                self._buffered[tp].extend(self._fetch_partition(tp, wait_ms))
+                if sum(len(b) for b in self._buffered.values()) >= self.config.max_poll_records:
+                    break
+            out = self._take_buffered()
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if out or remaining_ms <= 0:
+                return out
+            # Nothing yet: long-poll, sharing the wait between partitions (fetch is per partition).
+            wait_ms = max(
+                min(remaining_ms, self.config.fetch_max_wait_ms) // len(self._assignment), 1
+            )
+
+    def _rotation(self) -> list[TopicPartition]:
+        """Assigned partitions starting after the last one served, so none starves."""
+        n = len(self._assignment)
+        start = self._round_robin % n
+        self._round_robin += 1
+        return list(itertools.islice(itertools.cycle(self._assignment), start, start + n))
+
+    def _take_buffered(self) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        limit = self.config.max_poll_records
+        for tp in self._rotation():
+            buffered = self._buffered[tp]
+            while buffered and len(out) < limit:
+                out.append(buffered.popleft())
+            if len(out) >= limit:
+                break
+        return out
+
+    def _fetch_partition(self, tp: TopicPartition, max_wait_ms: int) -> list[ConsumerRecord]:
+        """Fetch and decode ``tp``'s records from its position; advance the position past them."""
+        position = self._fetch_position(tp)
+        try:
+            fetched = self._client().fetch_batches(
+                tp.topic,
+                tp.partition,
+                position,
+                max_bytes=self.config.max_partition_fetch_bytes,
+                max_wait_ms=max_wait_ms,
+            )
+        except OffsetOutOfRangeError:
+            if self.config.auto_offset_reset == "none":
+                raise
+            reset = self._reset_position(tp)
+            log.info("%s: offset %d out of range, reset to %d", tp, position, reset)
+            self._positions[tp] = reset
+            return []
+        except httpx.TransportError as exc:
+            log.warning("fetch %s from %s failed: %s", tp, self._client().base_url, exc)
+            self._client_index += 1
+            return []
+        records: list[ConsumerRecord] = []
+        data = fetched.data
+        next_position = position
+        for pos, header in iter_batches(data, verify_crc=False):
+            if header.last_offset < position:
+                continue
+            next_position = Offset(max(next_position, header.last_offset + 1))
+            if header.is_control:
+                continue
+            for r in decode_batch(data, pos)[1]:
+                if r.offset >= position:
+                    records.append(
+                        ConsumerRecord(
+                            tp.topic,
+                            tp.partition,
+                            Offset(r.offset),
+                            TimestampMs(r.timestamp),
+                            r.key,
+                            r.value,
+                            r.headers,
+                        )
+                    )
+        self._positions[tp] = Offset(next_position)
+        return records
+
+    def _client(self) -> BrokerClient:
+        return self._clients[self._client_index % len(self._clients)]
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for client in self._clients:
+            client.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

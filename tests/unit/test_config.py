@@ -1,0 +1,99 @@
+"""Client configuration: Kafka's key names, defaults, and clear errors naming a bad key."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from headwater.config import AdminConfig, ConsumerConfig, ProducerConfig, parse_config
+from headwater.records import Compression
+
+
+def test_producer_defaults() -> None:
+    cfg = ProducerConfig.from_dict({})
+    assert cfg.bootstrap_servers == ("http://127.0.0.1:8082",)
+    assert (cfg.acks, cfg.linger_ms, cfg.batch_size) == (-1, 5, 1_048_576)
+    assert cfg.compression is Compression.NONE
+    assert cfg.enable_idempotence is True
+    assert (cfg.max_in_flight, cfg.retries, cfg.delivery_timeout_ms) == (5, 2**31 - 1, 120_000)
+
+
+def test_values_as_strings_like_a_properties_file() -> None:
+    cfg = ProducerConfig.from_dict(
+        {
+            "bootstrap.servers": "127.0.0.1:9000, https://b.example:443/",
+            "acks": "1",
+            "linger.ms": "20",
+            "compression.type": "ZSTD",
+            "client.id": "orders",
+        }
+    )
+    assert cfg.bootstrap_servers == ("http://127.0.0.1:9000", "https://b.example:443")
+    assert (cfg.acks, cfg.linger_ms, cfg.compression, cfg.client_id) == (
+        1,
+        20,
+        Compression.ZSTD,
+        "orders",
+    )
+    # acks=1 without an explicit enable.idempotence turns idempotence off, as Kafka's clients do.
+    assert cfg.enable_idempotence is False
+
+
+@pytest.mark.parametrize(("raw", "acks"), [("all", -1), (-1, -1), ("-1", -1), (0, 0), (1, 1)])
+def test_acks_spellings(raw: object, acks: int) -> None:
+    assert ProducerConfig.from_dict({"acks": raw, "enable.idempotence": False}).acks == acks
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"bootstrap.server": "x"}, "unknown configuration key(s): 'bootstrap.server'"),
+        ({"acks": "2"}, "acks: expected 0, 1, all or -1, got '2'"),
+        ({"linger.ms": -1}, "linger.ms: -1 is outside [0, "),
+        ({"linger.ms": "soon"}, "linger.ms: expected an integer, got 'soon'"),
+        ({"batch.size": True}, "batch.size: expected an integer, got True"),
+        ({"compression.type": "brotli"}, "compression.type: unknown compression 'brotli'"),
+        ({"enable.idempotence": "yes"}, "enable.idempotence: expected true or false, got 'yes'"),
+        ({"bootstrap.servers": " , "}, "bootstrap.servers: at least one broker URL is required"),
+        ({"bootstrap.servers": "ftp://x"}, "bootstrap.servers: 'ftp://x' is not an http(s) URL"),
+        ({"acks": "1", "enable.idempotence": True}, "enable.idempotence: requires acks=all"),
+        (
+            {"max.in.flight.requests.per.connection": 6},
+            "max.in.flight.requests.per.connection: at most 5 with enable.idempotence",
+        ),
+    ],
+)
+def test_bad_producer_config_names_the_key(config: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        ProducerConfig.from_dict(config)
+
+
+def test_consumer_config() -> None:
+    cfg = ConsumerConfig.from_dict(
+        {
+            "group.id": "billing",
+            "auto.offset.reset": "Earliest",
+            "enable.auto.commit": "false",
+            "max.poll.records": 10,
+            "coordinator.url": "http://127.0.0.1:8090",
+        }
+    )
+    assert (cfg.group_id, cfg.auto_offset_reset, cfg.enable_auto_commit) == (
+        "billing",
+        "earliest",
+        False,
+    )
+    assert (cfg.max_poll_records, cfg.fetch_max_wait_ms) == (10, 500)
+    assert cfg.coordinator_url == "http://127.0.0.1:8090"
+    assert ConsumerConfig.from_dict({}).group_id is None
+    with pytest.raises(ValueError, match=r"^auto.offset.reset: expected earliest, latest or none"):
+        ConsumerConfig.from_dict({"auto.offset.reset": "smallest"})
+
+
+def test_one_dict_can_configure_every_client() -> None:
+    shared = {"bootstrap.servers": "127.0.0.1:8082", "group.id": "g", "acks": "all"}
+    assert ProducerConfig.from_dict(shared).acks == -1
+    assert ConsumerConfig.from_dict(shared).group_id == "g"
+    assert AdminConfig.from_dict(shared).bootstrap_servers == ("http://127.0.0.1:8082",)
+    assert len(parse_config(shared)) == len(parse_config({}))
