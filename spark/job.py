@@ -1,0 +1,480 @@
+"""The validation pipeline: read a topic, validate every payload, write the outputs, summarize.
+
+Driver side: resolving the expected schema and the offset range, planning, the outputs' control
+flow, the ledger and the summary. Executor side: :func:`validate_batches` (inside ``mapInArrow``)
+and :func:`produce_partition` (inside ``foreachPartition``); both create their HTTP clients where
+they run.
+
+Outputs and what a re-run over the same range guarantees:
+
+- Parquet (``output_path``): valid records decoded into the expected schema's columns plus
+  ``_topic, _partition, _offset, _timestamp, _schema_id``, partitioned by ``date`` (UTC, from the
+  record timestamp) and ``range`` (a digest of the source offset range). Written with dynamic
+  partition overwrite, so a re-run of the same range replaces exactly its own files.
+- Topic outputs (dead-letter topic for invalid records, optional target topic for valid ones):
+  records are produced unchanged (key, value, headers); a source range is recorded in the
+  ledger once its produce succeeded, and records in recorded ranges are not produced again. A run
+  that dies mid-produce may leave some of its records produced without a ledger entry; the
+  re-run then produces those again, each still carrying its ``headwater.source.*`` headers, the
+  deterministic key consumers can dedup on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+from headwater.types import Offset, PartitionId
+from spark.avro_types import converter, spark_type
+from spark.ledger import RangeLedger
+from spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetRange,
+    parse_offset_spec,
+    to_json_offsets,
+)
+from spark.registry import RegisteredSchema, SchemaRegistry
+from spark.source import SOURCE_SCHEMA_DDL
+from spark.summary import CountRow, Summary
+from spark.topic_log import TopicLog
+from spark.validation import INVALID, VALID, PayloadValidator
+
+# Dead-letter headers added to each invalid record (its own headers are kept before them).
+REASON_HEADER = "headwater.dlq.reason"
+MESSAGE_HEADER = "headwater.dlq.message"
+SOURCE_TOPIC_HEADER = "headwater.source.topic"
+SOURCE_PARTITION_HEADER = "headwater.source.partition"
+SOURCE_OFFSET_HEADER = "headwater.source.offset"
+SCHEMA_ID_HEADER = "headwater.dlq.schema-id"
+
+
+@dataclass
+class JobConfig:
+    """Everything one run needs; built from the command line by ``spark.validate``."""
+
+    brokers: list[str]
+    registry: str
+    topic: str
+    subject: str | None = None
+    expected_version: int | None = None
+    starting_offsets: str = "earliest"
+    ending_offsets: str = "latest"
+    output_path: str | None = None
+    target_topic: str | None = None
+    dead_letter_topic: str | None = None
+    summary_path: str | None = None
+    state_dir: str = "./data/validate"
+    streaming: bool = False
+    checkpoint: str | None = None
+    available_now: bool = True
+    trigger_seconds: float = 5.0
+    timeout_seconds: float | None = None
+    max_records_per_trigger: int | None = None
+    max_records_per_partition: int = 200_000
+    min_partitions: int = 1
+    source_options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def expected_subject(self) -> str:
+        return self.subject or f"{self.topic}-value"
+
+
+# --- executor side ---------------------------------------------------------------------------
+
+_validators: dict[tuple[str, int], PayloadValidator] = {}
+
+
+def _validator(registry_url: str, expected: RegisteredSchema) -> PayloadValidator:
+    """One validator per (registry, expected schema) per Python worker: its caches outlive tasks."""
+    key = (registry_url, int(expected.schema_id))
+    validator = _validators.get(key)
+    if validator is None:
+        registry = SchemaRegistry(registry_url)
+        validator = PayloadValidator(expected, registry.by_id)
+        _validators[key] = validator
+    return validator
+
+
+def validate_batches(
+    registry_url: str, expected: RegisteredSchema, output: StructType
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: source rows in, the same rows plus a verdict and data out."""
+    expected_json = json.loads(expected.text)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        validator = _validator(registry_url, expected)
+        convert = converter(expected_json)
+        arrow_schema = to_arrow_schema(output, timezone="UTC")
+        data_type = arrow_schema.field("data").type
+        source_count = len(arrow_schema) - 5
+        for batch in batches:
+            outcomes: list[str] = []
+            reasons: list[str | None] = []
+            messages: list[str | None] = []
+            schema_ids: list[int | None] = []
+            data: list[Any] = []
+            for value in batch.column("value").to_pylist():
+                verdict = validator.validate(value)
+                schema_ids.append(verdict.schema_id)
+                if verdict.reason is None:
+                    outcomes.append(VALID)
+                    reasons.append(None)
+                    messages.append(None)
+                    data.append(verdict.record if convert is None else convert(verdict.record))
+                else:
+                    outcomes.append(INVALID)
+                    reasons.append(verdict.reason.value)
+                    messages.append(verdict.message)
+                    data.append(None)
+            columns = [
+                batch.column(i).cast(arrow_schema.field(i).type) for i in range(source_count)
+            ]
+            columns += [
+                pa.array(outcomes, pa.string()),
+                pa.array(reasons, pa.string()),
+                pa.array(messages, pa.string()),
+                pa.array(schema_ids, pa.int32()),
+                pa.array(data, data_type),
+            ]
+            yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+
+    return run
+
+
+def produce_partition(
+    brokers: list[str], topic: str, dead_letter: bool
+) -> Callable[[Iterable[Any]], None]:
+    """The ``foreachPartition`` function producing rows to ``topic`` with the SDK's idempotent
+    producer (a retried batch is stored once); dead letters get the reason headers."""
+
+    def run(rows: Iterable[Any]) -> None:
+        from headwater.producer import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": ",".join(brokers),
+                "enable.idempotence": True,
+                "acks": "all",
+            }
+        )
+        try:
+            for row in rows:
+                headers = [(h["key"], h["value"]) for h in row["headers"] or []]
+                if dead_letter:
+                    headers += dead_letter_headers(
+                        row["reason"],
+                        row["message"],
+                        row["topic"],
+                        row["partition"],
+                        row["offset"],
+                        row["schema_id"],
+                    )
+                producer.produce(
+                    topic,
+                    value=None if row["value"] is None else bytes(row["value"]),
+                    key=None if row["key"] is None else bytes(row["key"]),
+                    headers=headers,
+                )
+            producer.flush(60.0)
+        finally:
+            producer.close()
+
+    return run
+
+
+def dead_letter_headers(
+    reason: str,
+    message: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    schema_id: int | None,
+) -> list[tuple[str, bytes | None]]:
+    """Headers that say why a record is in the dead-letter topic and where it came from."""
+    headers: list[tuple[str, bytes | None]] = [
+        (REASON_HEADER, reason.encode()),
+        (MESSAGE_HEADER, message.encode()),
+        (SOURCE_TOPIC_HEADER, topic.encode()),
+        (SOURCE_PARTITION_HEADER, str(partition).encode()),
+        (SOURCE_OFFSET_HEADER, str(offset).encode()),
+    ]
+    if schema_id is not None:
+        headers.append((SCHEMA_ID_HEADER, str(schema_id).encode()))
+    return headers
+
+
+# --- driver side -----------------------------------------------------------------------------
+
+
+def output_schema(expected: RegisteredSchema) -> StructType:
+    """Source columns, the verdict, and ``data`` in the expected schema's shape."""
+    source = StructType.fromDDL(SOURCE_SCHEMA_DDL)
+    assert isinstance(source, StructType)
+    data_type, _ = spark_type(json.loads(expected.text))
+    return StructType(
+        [
+            *source.fields,
+            StructField("outcome", StringType(), False),
+            StructField("reason", StringType(), True),
+            StructField("message", StringType(), True),
+            StructField("schema_id", IntegerType(), True),
+            StructField("data", data_type, True),
+        ]
+    )
+
+
+def range_id(ranges: Iterable[OffsetRange]) -> str:
+    """A short digest naming a set of source ranges (the Parquet ``range`` partition)."""
+    text = json.dumps(
+        sorted([r.topic, int(r.partition), int(r.start), int(r.end)] for r in ranges if r.size)
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def ranges_from_counts(rows: Iterable[CountRow]) -> list[OffsetRange]:
+    """The source ranges a set of aggregate rows covers: ``[first, last + 1)`` per partition."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for row in rows:
+        span = spans.setdefault((row.topic, row.partition), [row.first_offset, row.last_offset])
+        span[0] = min(span[0], row.first_offset)
+        span[1] = max(span[1], row.last_offset)
+    return [
+        OffsetRange(topic, PartitionId(p), Offset(first), Offset(last + 1))
+        for (topic, p), (first, last) in sorted(spans.items())
+    ]
+
+
+class ValidationJob:
+    """One configured run (batch or streaming) against one Spark session."""
+
+    def __init__(self, spark: SparkSession, config: JobConfig) -> None:
+        self.spark = spark
+        self.config = config
+        self.summary = Summary()
+
+    def expected_schema(self) -> RegisteredSchema:
+        registry = SchemaRegistry(self.config.registry)
+        try:
+            version = self.config.expected_version
+            return registry.version(
+                self.config.expected_subject, "latest" if version is None else version
+            )
+        finally:
+            registry.close()
+
+    def resolve_ranges(self) -> list[OffsetRange]:
+        """The batch's concrete offset range, fixed once on the driver (so it can be named)."""
+        starting = parse_offset_spec(self.config.starting_offsets, EARLIEST)
+        ending = parse_offset_spec(self.config.ending_offsets, LATEST)
+        with TopicLog(self.config.brokers) as log:
+            ranges = log.log_ranges([self.config.topic])
+        return [
+            OffsetRange(
+                topic,
+                partition,
+                starting.resolve((topic, partition), beginning, end),
+                ending.resolve((topic, partition), beginning, end),
+            )
+            for (topic, partition), (beginning, end) in sorted(ranges.items())
+        ]
+
+    def _reader_options(self) -> dict[str, str]:
+        c = self.config
+        options = {
+            "brokers": ",".join(c.brokers),
+            "subscribe": c.topic,
+            "maxRecordsPerPartition": str(c.max_records_per_partition),
+            "minPartitions": str(c.min_partitions),
+        }
+        if c.max_records_per_trigger:
+            options["maxRecordsPerTrigger"] = str(c.max_records_per_trigger)
+        options.update(c.source_options)
+        return options
+
+    def validate(self, source: DataFrame, expected: RegisteredSchema) -> DataFrame:
+        schema = output_schema(expected)
+        return source.mapInArrow(validate_batches(self.config.registry, expected, schema), schema)
+
+    # Batch ---------------------------------------------------------------------------------
+
+    def run_batch(self) -> Summary:
+        started = time.monotonic()
+        expected = self.expected_schema()
+        ranges = self.resolve_ranges()
+        offsets_start = {(r.topic, r.partition): r.start for r in ranges}
+        offsets_end = {(r.topic, r.partition): r.end for r in ranges}
+        source = (
+            self.spark.read.format("headwater")
+            .options(**self._reader_options())
+            .option("startingOffsets", json.dumps(to_json_offsets(offsets_start)))
+            .option("endingOffsets", json.dumps(to_json_offsets(offsets_end)))
+            .load()
+        )
+        self._process(self.validate(source, expected), ranges)
+        self.summary.elapsed_s = time.monotonic() - started
+        self._describe(expected, ranges)
+        return self.summary
+
+    def _process(self, validated: DataFrame, ranges: list[OffsetRange] | None) -> None:
+        """Aggregate, then write every output, from one cached validation pass."""
+        validated = validated.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            counts = self._counts(validated)
+            if not counts:
+                return
+            covered = ranges if ranges is not None else ranges_from_counts(counts)
+            self.summary.add(counts)
+            c = self.config
+            if c.output_path:
+                self._write_parquet(validated.where(sf.col("outcome") == VALID), covered)
+            if c.target_topic:
+                self._produce(validated.where(sf.col("outcome") == VALID), c.target_topic, covered)
+            if c.dead_letter_topic:
+                self._produce(
+                    validated.where(sf.col("outcome") == INVALID), c.dead_letter_topic, covered
+                )
+        finally:
+            validated.unpersist()
+
+    @staticmethod
+    def _counts(validated: DataFrame) -> list[CountRow]:
+        rows = (
+            validated.groupBy("topic", "partition", "outcome", "reason")
+            .agg(
+                sf.count(sf.lit(1)).alias("n"),
+                sf.min("offset").alias("first"),
+                sf.max("offset").alias("last"),
+            )
+            .collect()
+        )
+        return [
+            CountRow(
+                r["topic"], r["partition"], r["outcome"], r["reason"], r["n"], r["first"], r["last"]
+            )
+            for r in rows
+        ]
+
+    def _write_parquet(self, valid: DataFrame, ranges: list[OffsetRange]) -> None:
+        assert self.config.output_path is not None
+        data_type = valid.schema["data"].dataType
+        data_columns: list[Column] = (
+            [sf.col(f"data.`{f.name}`").alias(f.name) for f in data_type.fields]
+            if isinstance(data_type, StructType)
+            else [sf.col("data").alias("value")]
+        )
+        out = valid.select(
+            *data_columns,
+            sf.col("topic").alias("_topic"),
+            sf.col("partition").alias("_partition"),
+            sf.col("offset").alias("_offset"),
+            sf.col("timestamp").alias("_timestamp"),
+            sf.col("schema_id").alias("_schema_id"),
+            sf.to_date("timestamp").cast("string").alias("date"),
+            sf.lit(range_id(ranges)).alias("range"),
+        )
+        (
+            out.write.mode("overwrite")
+            .option("partitionOverwriteMode", "dynamic")
+            .partitionBy("date", "range")
+            .parquet(self.config.output_path)
+        )
+        self.summary.outputs["parquet"] = self.config.output_path
+
+    def _produce(self, rows: DataFrame, topic: str, ranges: list[OffsetRange]) -> None:
+        ledger = RangeLedger(self.config.state_dir, topic)
+        condition = _outside(ledger.recorded())
+        if condition is not None:
+            rows = rows.where(condition)
+        rows.select(
+            "topic",
+            "partition",
+            "offset",
+            "key",
+            "value",
+            "headers",
+            "reason",
+            "message",
+            "schema_id",
+        ).foreachPartition(
+            produce_partition(
+                self.config.brokers, topic, dead_letter=topic == self.config.dead_letter_topic
+            )
+        )
+        ledger.record(ranges)
+        self.summary.outputs.setdefault("topics", [])
+        if topic not in self.summary.outputs["topics"]:
+            self.summary.outputs["topics"].append(topic)
+
+    def _describe(self, expected: RegisteredSchema, ranges: list[OffsetRange] | None) -> None:
+        self.summary.outputs["expected_schema"] = (
+            f"{expected.subject} v{expected.version} (id {expected.schema_id})"
+        )
+        if ranges is not None:
+            self.summary.outputs["range"] = range_id(ranges)
+
+    # Streaming -----------------------------------------------------------------------------
+
+    def run_stream(self) -> Summary:
+        """Micro-batches until caught up (availableNow) or the timeout, from the checkpoint on."""
+        c = self.config
+        if not c.checkpoint:
+            raise ValueError("streaming mode needs a checkpoint location (--checkpoint)")
+        started = time.monotonic()
+        expected = self.expected_schema()
+        source = (
+            self.spark.readStream.format("headwater")
+            .options(**self._reader_options())
+            .option("startingOffsets", c.starting_offsets)
+            .load()
+        )
+        validated = self.validate(source, expected)
+
+        def each_batch(batch: DataFrame, batch_id: int) -> None:
+            self._process(batch, None)
+
+        writer = validated.writeStream.foreachBatch(each_batch).option(
+            "checkpointLocation", c.checkpoint
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if c.available_now
+            else writer.trigger(processingTime=f"{c.trigger_seconds} seconds")
+        )
+        query: StreamingQuery = writer.start()
+        try:
+            query.awaitTermination(None if c.timeout_seconds is None else int(c.timeout_seconds))
+        finally:
+            if query.isActive:
+                query.stop()
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+        self.summary.elapsed_s = time.monotonic() - started
+        self._describe(expected, None)
+        return self.summary
+
+
+def _outside(recorded: list[OffsetRange]) -> Column | None:
+    """A filter keeping rows whose (topic, partition, offset) is in no recorded range."""
+    condition: Column | None = None
+    for r in recorded:
+        inside = (
+            (sf.col("topic") == r.topic)
+            & (sf.col("partition") == int(r.partition))
+            & (sf.col("offset") >= int(r.start))
+            & (sf.col("offset") < int(r.end))
+        )
+        condition = inside if condition is None else condition | inside
+    return None if condition is None else ~condition

@@ -1,0 +1,221 @@
+"""Validating one Confluent-framed Avro payload against a subject's expected schema.
+
+The checks, in order, and the stable reason code each failure gets::
+
+    BAD_FRAMING          no value, fewer than 5 bytes, or first byte is not the magic 0x00
+    UNKNOWN_SCHEMA_ID    the 4-byte big-endian schema id is not in the registry
+    UNSUPPORTED_SCHEMA   the writer schema is not Avro (PROTOBUF, JSON) or does not parse
+    DECODE_ERROR         the payload does not decode with its writer schema (truncated, garbage,
+                         invalid UTF-8, bytes left after the record)
+    INVALID_RECORD       it decodes, but carries a value the schema does not allow: an enum symbol
+                         or union branch index outside the schema, or a value the expected schema
+                         cannot take under Avro resolution
+    INCOMPATIBLE_SCHEMA  it was written with a schema the expected schema cannot read (Avro
+                         resolution: a reader field without default missing from the writer, a
+                         type that does not promote, missing enum symbols, ...)
+
+Compatibility of a (writer, expected) pair is decided once and cached, so the per-record work of
+a compatible pair is one fastavro decode with resolution into the expected schema; a writer equal
+to the expected schema decodes without resolution. Fields present, types and enum symbols valid
+follow from the decode: a record that decodes under resolution has every expected field (from the
+writer or its default) with a value of the expected type.
+
+Pure: the registry is reached through the ``lookup`` callable, so this runs on executors (with a
+cached HTTP lookup) and in unit tests (with a dict).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import fastavro
+from avro import schema as avro_schema
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+from fastavro import _read_py
+
+from headwater.types import SchemaId
+from spark.registry import RegisteredSchema
+
+
+class Reason(StrEnum):
+    """Why a record is invalid; the strings are stable (dead-letter headers, summaries)."""
+
+    BAD_FRAMING = "BAD_FRAMING"
+    UNKNOWN_SCHEMA_ID = "UNKNOWN_SCHEMA_ID"
+    UNSUPPORTED_SCHEMA = "UNSUPPORTED_SCHEMA"
+    DECODE_ERROR = "DECODE_ERROR"
+    INVALID_RECORD = "INVALID_RECORD"
+    INCOMPATIBLE_SCHEMA = "INCOMPATIBLE_SCHEMA"
+
+
+VALID = "valid"
+INVALID = "invalid"
+
+MAGIC = 0
+# Confluent wire format:
+#   offset  size  field
+#   0       1     magic byte, 0x00
+#   1       4     schema id, big-endian unsigned
+#   5       ...   Avro binary encoding of the value
+_FRAME = struct.Struct(">bI")
+FRAME_SIZE = _FRAME.size
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One payload's outcome: ``reason`` None means valid; ``record`` is the decoded value."""
+
+    reason: Reason | None
+    message: str
+    schema_id: SchemaId | None
+    record: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Writer:
+    """What is known about one writer schema id relative to the expected schema."""
+
+    parsed: Any
+    reader: Any  # the schema to resolve into (None: same as the writer, no resolution)
+    compatible: bool
+    problem: str
+
+
+SchemaLookup = Callable[[int], RegisteredSchema | None]
+
+
+class PayloadValidator:
+    """Validates payloads against one expected schema; caches per writer schema id."""
+
+    def __init__(self, expected: RegisteredSchema, lookup: SchemaLookup) -> None:
+        if expected.schema_type.upper() != "AVRO":
+            raise ValueError(f"expected schema must be Avro, not {expected.schema_type}")
+        self.expected = expected
+        self.expected_parsed = fastavro.parse_schema(json.loads(expected.text))
+        self._expected_avro = avro_schema.parse(expected.text)
+        self._lookup = lookup
+        self._writers: dict[int, _Writer | Verdict] = {}
+
+    def _writer(self, schema_id: int) -> _Writer | Verdict:
+        known = self._writers.get(schema_id)
+        if known is not None:
+            return known
+        found = self._lookup(schema_id)
+        entry: _Writer | Verdict
+        sid = SchemaId(schema_id)
+        if found is None:
+            entry = Verdict(
+                Reason.UNKNOWN_SCHEMA_ID, f"schema id {schema_id} is not in the registry", sid
+            )
+        elif found.schema_type.upper() != "AVRO":
+            entry = Verdict(
+                Reason.UNSUPPORTED_SCHEMA,
+                f"schema id {schema_id} is {found.schema_type}, not AVRO",
+                sid,
+            )
+        else:
+            try:
+                parsed = fastavro.parse_schema(json.loads(found.text))
+                writer_avro = avro_schema.parse(found.text)
+            except Exception as exc:  # any parse failure makes the schema unusable
+                entry = Verdict(
+                    Reason.UNSUPPORTED_SCHEMA, f"schema id {schema_id} does not parse: {exc}", sid
+                )
+            else:
+                entry = self._pair(schema_id, parsed, writer_avro)
+        self._writers[schema_id] = entry
+        return entry
+
+    def _pair(self, schema_id: int, parsed: Any, writer_avro: Any) -> _Writer:
+        if schema_id == self.expected.schema_id:
+            return _Writer(parsed, None, True, "")
+        checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]  # unannotated
+        result = checker.get_compatibility(self._expected_avro, writer_avro)
+        if result.compatibility is SchemaCompatibilityType.compatible:
+            return _Writer(parsed, self.expected_parsed, True, "")
+        details = "; ".join(
+            f"{location}: {message}"
+            for location, message in zip(
+                sorted(result.locations), sorted(result.messages), strict=False
+            )
+        )
+        return _Writer(
+            parsed,
+            None,
+            False,
+            f"writer schema id {schema_id} is not readable as expected schema id "
+            f"{self.expected.schema_id}: {details or 'incompatible'}",
+        )
+
+    def validate(self, value: bytes | None) -> Verdict:
+        """The verdict for one record value (the record's bytes, framing included)."""
+        if value is None:
+            return Verdict(Reason.BAD_FRAMING, "record has no value (a tombstone)", None)
+        if len(value) < FRAME_SIZE:
+            return Verdict(
+                Reason.BAD_FRAMING,
+                f"value is {len(value)} bytes, shorter than the {FRAME_SIZE}-byte frame",
+                None,
+            )
+        magic, schema_id = _FRAME.unpack_from(value)
+        if magic != MAGIC:
+            return Verdict(
+                Reason.BAD_FRAMING, f"magic byte is 0x{value[0]:02x}, expected 0x00", None
+            )
+        writer = self._writer(schema_id)
+        if isinstance(writer, Verdict):
+            return writer
+        sid = SchemaId(schema_id)
+        buf = io.BytesIO(value)
+        buf.seek(FRAME_SIZE)
+        try:
+            record = fastavro.schemaless_reader(buf, writer.parsed, writer.reader)
+        except IndexError:
+            return _classify_index_error(value, writer, sid)
+        except fastavro.read.SchemaResolutionError as exc:
+            return Verdict(
+                Reason.INVALID_RECORD, f"not readable as the expected schema: {exc}", sid
+            )
+        except Exception as exc:  # fastavro raises EOFError, UnicodeDecodeError, ValueError...
+            return Verdict(Reason.DECODE_ERROR, _decode_message(exc), sid)
+        left = len(value) - buf.tell()
+        if left:
+            return Verdict(Reason.DECODE_ERROR, f"{left} bytes left after the record", sid)
+        if not writer.compatible:
+            return Verdict(Reason.INCOMPATIBLE_SCHEMA, writer.problem, sid)
+        return Verdict(None, "", sid, record)
+
+
+def _classify_index_error(value: bytes, writer: _Writer, sid: SchemaId) -> Verdict:
+    """Tell a value the schema does not allow from a truncated payload.
+
+    fastavro's compiled reader raises IndexError for both an enum symbol / union branch index out
+    of range and a buffer that ends early; its pure-Python reader (slow, used only here, on the
+    rare failing record) raises EOFError for the latter, which separates them.
+    """
+    try:
+        _read_py.schemaless_reader(io.BytesIO(value[FRAME_SIZE:]), writer.parsed, writer.reader)
+    except EOFError:
+        return Verdict(Reason.DECODE_ERROR, _decode_message(EOFError()), sid)
+    except IndexError:
+        return Verdict(
+            Reason.INVALID_RECORD,
+            "an enum symbol or union branch index is outside the schema",
+            sid,
+        )
+    except Exception as exc:  # anything else the slow reader finds is a decoding failure
+        return Verdict(Reason.DECODE_ERROR, _decode_message(exc), sid)
+    return Verdict(Reason.DECODE_ERROR, "payload does not decode with its writer schema", sid)
+
+
+def _decode_message(exc: Exception) -> str:
+    if isinstance(exc, EOFError):
+        return "payload ends before the record does (truncated)"
+    text = str(exc) or type(exc).__name__
+    return f"payload does not decode with its writer schema: {text[:200]}"
