@@ -9,7 +9,14 @@ from collections.abc import Sequence
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; each sub-command's parser
 # sets ``func`` (taking the parsed namespace, returning an exit code).
-COMMANDS = ("headwater.cli.up", "headwater.cli.schemas", "headwater.cli.validate")
+COMMANDS = (
+    "headwater.cli.up",
+    "headwater.cli.schemas",
+    "headwater.cli.validate",
+    "headwater.cli.topics",
+    "headwater.cli.produce",
+    "headwater.cli.consume",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

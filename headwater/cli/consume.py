@@ -1,0 +1,100 @@
+"""``headwater consume TOPIC``: print a topic's records to stdout, one value per line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from headwater.admin import AdminClient
+from headwater.cli.topics import add_bootstrap_argument, run_reporting_errors
+from headwater.consumer import Consumer, ConsumerRecord
+from headwater.topic_partition import TopicPartition
+from headwater.types import PartitionId
+
+
+def make_consumer(args: argparse.Namespace) -> Consumer:
+    """The consumer for ``args``: assigned partitions, starting where the flags say.
+
+    Hook for consumer groups: a ``--group`` option builds a group consumer here (``group.id``
+    in the config, ``subscribe([topic])`` instead of ``assign``) and skips the explicit seeks.
+    """
+    config: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "max.poll.records": 5000,
+    }
+    if args.partition is not None:
+        partitions = [args.partition]
+    else:
+        with AdminClient({"bootstrap.servers": args.bootstrap_server}) as admin:
+            partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
+    consumer = Consumer(config)
+    assignment = [TopicPartition(args.topic, PartitionId(p)) for p in partitions]
+    consumer.assign(assignment)
+    if args.offset is not None:
+        for tp in assignment:
+            consumer.seek(tp, args.offset)
+    return consumer
+
+
+def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:
+    parts = []
+    if args.print_offset:
+        parts.append(f"{record.partition}:{record.offset}".encode())
+    if args.print_key:
+        parts.append(b"null" if record.key is None else record.key)
+    parts.append(b"null" if record.value is None else record.value)
+    separator: str = args.separator
+    return separator.encode().join(parts) + b"\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    def body() -> int:
+        out = sys.stdout.buffer
+        count = 0
+        idle_deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        with make_consumer(args) as consumer:
+            while args.max_messages is None or count < args.max_messages:
+                wait = 1.0
+                if idle_deadline is not None:
+                    wait = idle_deadline - time.monotonic()
+                    if wait <= 0:
+                        break
+                records = consumer.poll(min(wait, 1.0))
+                if args.max_messages is not None:
+                    records = records[: args.max_messages - count]
+                for record in records:
+                    out.write(_format(record, args))
+                if records:
+                    out.flush()
+                    count += len(records)
+                    if args.timeout is not None:
+                        idle_deadline = time.monotonic() + args.timeout
+        print(f"Processed a total of {count} messages", file=sys.stderr)
+        return 0
+
+    try:
+        return run_reporting_errors("consume", body)
+    except KeyboardInterrupt:
+        return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("consume", help="print a topic's records to stdout")
+    parser.add_argument("topic")
+    parser.add_argument(
+        "--from-beginning", action="store_true", help="start at the log start, not the end"
+    )
+    parser.add_argument("--partition", type=int, help="read only this partition")
+    parser.add_argument("--offset", type=int, help="start every read partition at this offset")
+    parser.add_argument("--max-messages", type=int, help="exit after this many records")
+    parser.add_argument(
+        "--timeout", type=float, help="exit after this many seconds without a record"
+    )
+    parser.add_argument("--print-key", action="store_true", help="print KEY<sep>VALUE")
+    parser.add_argument("--print-offset", action="store_true", help="prefix PARTITION:OFFSET<sep>")
+    parser.add_argument("--separator", default="\t", help="field separator (default tab)")
+    add_bootstrap_argument(parser)
+    parser.set_defaults(func=run)
