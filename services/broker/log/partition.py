@@ -133,8 +133,12 @@ class PartitionLog:
         if not bases:
             bases = [checkpoint]
         for base, next_base in itertools.pairwise(bases):
-            plog.segments.append(Segment.open_closed(directory, base, next_base))
-        active, active_headers = Segment.recover_active(directory, bases[-1])
+            plog.segments.append(
+                Segment.open_closed(directory, base, next_base, config.index_interval_bytes)
+            )
+        active, active_headers = Segment.recover_active(
+            directory, bases[-1], config.index_interval_bytes
+        )
         plog.segments.append(active)
         plog._bases = [s.base_offset for s in plog.segments]
         plog.log_end_offset = plog.high_watermark = Offset(active.next_offset)
@@ -259,6 +263,8 @@ class PartitionLog:
         view = memoryview(buf)
         if self.active.size and now_ms - self.active.created_ms > config.segment_ms:
             self._roll(now_ms)
+        if not self.active.size:
+            self.active.created_ms = now_ms  # segment.ms counts from the first append
         chunks: list[memoryview] = []
         accounted: list[tuple[int, int, int, int, int]] = []
         pending: dict[int, ProducerEntry] = {}

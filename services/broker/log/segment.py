@@ -64,7 +64,7 @@ class Segment:
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = int(time.time() * 1000)  # when the first batch was appended
         self.first_batch_ms = -1
         self._since_index = 0
         self._fd = -1
@@ -79,7 +79,9 @@ class Segment:
         return segment
 
     @classmethod
-    def open_closed(cls, directory: Path, base_offset: int, next_offset: int) -> Segment:
+    def open_closed(
+        cls, directory: Path, base_offset: int, next_offset: int, interval: int
+    ) -> Segment:
         """An older segment: trust its indexes if consistent, else rebuild them from the log."""
         segment = cls(directory, base_offset)
         segment._fd = os.open(segment.log_path, os.O_RDWR)
@@ -89,7 +91,7 @@ class Segment:
         time_index = TimeIndex.load(segment.time_index_path, base_offset, next_offset)
         if index is None or time_index is None:
             log.warning("rebuilding indexes of %s", segment.log_path)
-            segment._rebuild_indexes(list(segment.headers()))
+            segment._rebuild_indexes(list(segment.headers()), interval)
             segment.write_indexes()
         else:
             segment.index, segment.time_index = index, time_index
@@ -100,7 +102,9 @@ class Segment:
         return segment
 
     @classmethod
-    def recover_active(cls, directory: Path, base_offset: int) -> tuple[Segment, list[BatchHeader]]:
+    def recover_active(
+        cls, directory: Path, base_offset: int, interval: int
+    ) -> tuple[Segment, list[BatchHeader]]:
         """The last segment after a possible crash: cut any invalid tail, rebuild its indexes.
 
         Returns the segment and the headers of its batches (to rebuild producer state).
@@ -124,21 +128,24 @@ class Segment:
             os.fsync(segment._fd)
         segment.size = valid
         headers = [header for _pos, header in found]
-        segment._rebuild_indexes(found)
+        segment._rebuild_indexes(found, interval)
+        if segment.first_batch_ms >= 0:
+            # The append time of the first batch is not stored; its timestamp stands in for it.
+            segment.created_ms = segment.first_batch_ms
         for path in (segment.index_path, segment.time_index_path):
             path.unlink(missing_ok=True)
         return segment, headers
 
-    def _rebuild_indexes(self, batches: list[tuple[int, BatchHeader]]) -> None:
+    def _rebuild_indexes(self, batches: list[tuple[int, BatchHeader]], interval: int) -> None:
         self.index = OffsetIndex(self.base_offset)
         self.time_index = TimeIndex(self.base_offset)
         self._since_index = 0
         self.max_timestamp = -1
         self.first_batch_ms = -1
         self.next_offset = self.base_offset
-        interval = 4096  # any spacing serves the lookup; the topic's setting applies from now on
         for pos, header in batches:
             self._note(pos, header.base_offset, header.last_offset, header.max_timestamp, interval)
+            self._since_index += header.size
         if batches:
             self.size = batches[-1][0] + batches[-1][1].size
 
