@@ -113,8 +113,13 @@ class Finding:
 
 
 def check_reader_writer(reader: ParsedSchema, writer: ParsedSchema) -> list[Incompatibility]:
-    """Every incompatibility that stops ``reader`` from decoding data written with ``writer``."""
-    return _Checker(reader.named, writer.named).check(reader.tree, writer.tree)
+    """Every incompatibility that stops ``reader`` from decoding data written with ``writer``.
+
+    A named pair met twice is checked once (memoized), so its findings are listed once, at the
+    place it was first met (Java repeats them for every place).
+    """
+    found = _Checker(reader.named, writer.named).check(reader.tree, writer.tree)
+    return list(dict.fromkeys(found))
 
 
 def check(
