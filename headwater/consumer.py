@@ -19,6 +19,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -27,6 +28,7 @@ import httpx
 from headwater.client.broker import BrokerClient
 from headwater.config import ConsumerConfig
 from headwater.errors import OffsetOutOfRangeError
+from headwater.groups.consumer_group import ConsumerGroup, RebalanceCallback
 from headwater.records.batch import decode_batch, iter_batches
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset, PartitionId, TimestampMs
@@ -87,6 +89,7 @@ class Consumer:
         self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
         self._round_robin = 0
         self._closed = False
+        self._group: ConsumerGroup | None = None  # set by subscribe() (consumer groups)
 
     # -- assignment and positions -------------------------------------------------------------
 
@@ -140,7 +143,7 @@ class Consumer:
 
     def _initial_position(self, tp: TopicPartition) -> Offset | None:
         """Where to start ``tp`` when nothing was sought: groups return the committed offset."""
-        return None
+        return self._group.initial_position(tp) if self._group is not None else None
 
     def _reset_position(self, tp: TopicPartition) -> Offset:
         """Apply ``auto.offset.reset`` to ``tp``."""
@@ -155,6 +158,8 @@ class Consumer:
 
     def _before_poll(self) -> None:
         """Hook at the start of every ``poll()``; groups heartbeat and auto-commit here."""
+        if self._group is not None:
+            self._group.before_poll()
 
     # -- polling ------------------------------------------------------------------------------
 
@@ -253,12 +258,64 @@ class Consumer:
     def _client(self) -> BrokerClient:
         return self._clients[self._client_index % len(self._clients)]
 
+    # -- consumer groups (headwater.groups; needs group.id and a coordinator) -----------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str],
+        *,
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        instance_id: str | None = None,
+    ) -> None:
+        """Join ``group.id`` for ``topics``; the coordinator at ``coordinator.url`` assigns.
+
+        A background thread heartbeats; assignment changes are applied at the start of
+        ``poll()``, which calls ``on_revoke`` (after committing the revoked partitions with
+        ``enable.auto.commit``) and ``on_assign`` with the partitions that changed. Assigned
+        partitions start at the committed offset, else at ``auto.offset.reset``. With
+        ``instance_id`` the member is static: it may restart within its session timeout and
+        get its partitions back without a rebalance.
+        """
+        if self._group is None:
+            self._group = ConsumerGroup(self, self.config)
+        self._group.subscribe(topics, on_assign, on_revoke, instance_id)
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, int] | None = None, *, asynchronous: bool = False
+    ) -> Future[None] | None:
+        """Commit ``offsets`` (the next offset to read, per partition; default: every assigned
+        partition's position). Synchronous by default (raises the coordinator's error, e.g.
+        ``UnknownMemberError`` for a member that was expired); ``asynchronous=True`` returns a
+        ``Future``. Only the partitions' current owner at its current epoch may commit."""
+        if self._group is None:
+            raise RuntimeError("commit() needs group.id and subscribe()")
+        return self._group.commit(offsets, asynchronous)
+
+    def committed(self) -> dict[TopicPartition, Offset]:
+        """The group's committed offsets as the coordinator has them now."""
+        if self._group is None:
+            raise RuntimeError("committed() needs group.id and subscribe()")
+        return self._group.client.committed(self._group.group_id)
+
+    def _committable_positions(self) -> dict[TopicPartition, Offset]:
+        """Positions of assigned partitions that have one (what a default commit stores)."""
+        out: dict[TopicPartition, Offset] = {}
+        for tp in self._assignment:
+            buffered = self._buffered.get(tp)
+            position = buffered[0].offset if buffered else self._positions.get(tp)
+            if position is not None:
+                out[tp] = position
+        return out
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._group is not None:
+            self._group.close()
         for client in self._clients:
             client.close()
 
