@@ -1,0 +1,193 @@
+"""The Consumer and AdminClient against a real broker process: order, positions, resets, admin."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from headwater import AdminClient, Consumer, Producer, TopicPartition
+from headwater.consumer import ConsumerRecord
+from headwater.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+    TopicNotFoundError,
+)
+from headwater.types import PartitionId
+from tests.support import ServiceProcess, free_port, unique
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    data = tmp_path_factory.mktemp("broker")
+    port = free_port()
+    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
+    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
+        yield process
+
+
+def _filled_topic(broker: ServiceProcess, count: int, partitions: int = 1) -> str:
+    topic = unique("consumer")
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, partitions)
+    # Small batches so a fetch returns batches that begin before the requested offset.
+    config = {"bootstrap.servers": broker.url, "batch.size": 2000}
+    with Producer(config) as producer:
+        for i in range(count):
+            producer.produce(topic, b"value-%d" % i, partition=i % partitions)
+        assert producer.flush(30) == 0
+    return topic
+
+
+def _tp(topic: str, partition: int = 0) -> TopicPartition:
+    return TopicPartition(topic, PartitionId(partition))
+
+
+def test_consumer_reads_every_record_in_order(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 1000)
+    config = {
+        "bootstrap.servers": broker.url,
+        "auto.offset.reset": "earliest",
+        "max.poll.records": 128,
+    }
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic)])
+        got: list[ConsumerRecord] = []
+        while len(got) < 1000:
+            batch = consumer.poll(5.0)
+            assert 0 < len(batch) <= 128
+            got.extend(batch)
+        assert consumer.poll(0.2) == []
+        assert consumer.position(_tp(topic)) == 1000
+    assert [r.offset for r in got] == list(range(1000))
+    assert [r.value for r in got] == [b"value-%d" % i for i in range(1000)]
+    assert {(r.topic, r.partition) for r in got} == {(topic, 0)}
+
+
+def test_seek_starts_mid_batch_and_position_follows(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 300)
+    with Consumer({"bootstrap.servers": broker.url, "max.poll.records": 10}) as consumer:
+        consumer.assign([_tp(topic)])
+        consumer.seek(_tp(topic), 123)
+        assert consumer.position(_tp(topic)) == 123
+        records = consumer.poll(5.0)
+        assert [r.offset for r in records] == list(range(123, 133))
+        assert consumer.position(_tp(topic)) == 133
+        consumer.seek_to_beginning()
+        assert consumer.poll(5.0)[0].offset == 0
+        consumer.seek_to_end()
+        assert consumer.position(_tp(topic)) == 300
+
+
+def test_latest_reset_sees_only_new_records(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 5)
+    with Consumer({"bootstrap.servers": broker.url}) as consumer:
+        consumer.assign([_tp(topic)])
+        assert consumer.position(_tp(topic)) == 5
+        assert consumer.poll(0.2) == []
+        with Producer({"bootstrap.servers": broker.url}) as producer:
+            producer.produce(topic, b"new", partition=0).result(10)
+        assert [(r.offset, r.value) for r in consumer.poll(5.0)] == [(5, b"new")]
+
+
+def test_poll_long_polls_until_a_record_arrives(broker: ServiceProcess) -> None:
+    import threading
+
+    topic = _filled_topic(broker, 1)
+    with Consumer({"bootstrap.servers": broker.url, "fetch.max.wait.ms": 3000}) as consumer:
+        consumer.assign([_tp(topic)])
+        consumer.position(_tp(topic))
+
+        def produce_later() -> None:
+            time.sleep(0.3)
+            with Producer({"bootstrap.servers": broker.url, "linger.ms": 0}) as producer:
+                producer.produce(topic, b"late", partition=0).result(10)
+
+        thread = threading.Thread(target=produce_later)
+        started = time.monotonic()
+        thread.start()
+        records = consumer.poll(5.0)
+        waited = time.monotonic() - started
+        thread.join()
+    assert [r.value for r in records] == [b"late"]
+    assert 0.25 < waited < 4.0
+
+
+def test_out_of_range_position_resets_or_raises(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 10)
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic)])
+        consumer.seek(_tp(topic), 50)
+        # The out-of-range fetch resets the position to the log start within the same poll.
+        assert [r.offset for r in consumer.poll(5.0)] == list(range(10))
+    with Consumer({"bootstrap.servers": broker.url, "auto.offset.reset": "none"}) as consumer:
+        consumer.assign([_tp(topic)])
+        with pytest.raises(OffsetOutOfRangeError, match=r"auto\.offset\.reset is none"):
+            consumer.position(_tp(topic))
+        consumer.seek(_tp(topic), 50)
+        with pytest.raises(OffsetOutOfRangeError, match=r"valid range is \[0, 10\]"):
+            consumer.poll(0.5)
+
+
+def test_several_partitions_are_all_served(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 90, partitions=3)
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic, p) for p in range(3)])
+        got: list[ConsumerRecord] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 90 and time.monotonic() < deadline:
+            got.extend(consumer.poll(1.0))
+    by_partition = {p: [r.value for r in got if r.partition == p] for p in range(3)}
+    assert by_partition == {p: [b"value-%d" % i for i in range(p, 90, 3)] for p in range(3)}
+
+
+def test_assignment_and_seek_validation(broker: ServiceProcess) -> None:
+    with Consumer({"bootstrap.servers": broker.url}) as consumer:
+        consumer.assign([_tp("a"), _tp("a"), _tp("b", 1)])
+        assert consumer.assignment() == [_tp("a"), _tp("b", 1)]
+        with pytest.raises(ValueError, match="c-0 is not assigned"):
+            consumer.seek(_tp("c"), 0)
+        with pytest.raises(ValueError, match="offset must be >= 0"):
+            consumer.seek(_tp("a"), -1)
+
+
+def test_admin_client_round_trip(broker: ServiceProcess) -> None:
+    topic = unique("admin")
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        created = admin.create_topic(topic, 2, 1, {"retention.ms": "3600000"})
+        assert (created.name, len(created.partitions)) == (topic, 2)
+        assert created.configs["retention.ms"] == "3600000"
+        assert topic in admin.list_topics()
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topic(topic, 1)
+        with pytest.raises(InvalidConfigError):
+            admin.create_topic(unique("admin"), 1, configs={"retention.ms": "soon"})
+        grown = admin.create_partitions(topic, 4)
+        assert [p.partition for p in grown.partitions] == [0, 1, 2, 3]
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions(topic, 4)
+        with Producer({"bootstrap.servers": broker.url}) as producer:
+            for ts in (1000, 2000, 3000):
+                producer.produce(topic, b"t%d" % ts, partition=3, timestamp=ts)
+            producer.flush(30)
+        offsets = admin.offsets(topic, 3)
+        assert (offsets.beginning_offset, offsets.end_offset) == (0, 3)
+        assert admin.offset_for_timestamp(topic, 3, 1500) == (1, 2000)
+        assert admin.offset_for_timestamp(topic, 3, 9999) == (None, None)
+        described = admin.describe_topic(topic)
+        assert [(p.partition, p.end_offset) for p in described.partitions] == [
+            (0, 0),
+            (1, 0),
+            (2, 0),
+            (3, 3),
+        ]
+        admin.delete_topic(topic)
+        with pytest.raises(TopicNotFoundError):
+            admin.describe_topic(topic)
