@@ -16,6 +16,7 @@ COMMANDS = (
     "headwater.cli.topics",
     "headwater.cli.produce",
     "headwater.cli.consume",
+    "headwater.cli.groups",
 )
 
 

@@ -8,8 +8,10 @@ import time
 from typing import Any
 
 from headwater.admin import AdminClient
+from headwater.cli.groups import add_coordinator_argument
 from headwater.cli.topics import add_bootstrap_argument, run_reporting_errors
 from headwater.consumer import Consumer, ConsumerRecord
+from headwater.errors import HeadwaterError
 from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
 
@@ -25,6 +27,16 @@ def make_consumer(args: argparse.Namespace) -> Consumer:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "max.poll.records": 5000,
     }
+    if args.group:
+        # Group mode: the coordinator assigns partitions; each printed batch is committed
+        # right after it is written (at least once: a crash re-prints, never skips).
+        if args.partition is not None or args.offset is not None:
+            raise ValueError("--group cannot be combined with --partition or --offset")
+        config |= {"group.id": args.group, "coordinator.url": args.coordinator}
+        config["enable.auto.commit"] = False
+        consumer = Consumer(config)
+        consumer.subscribe([args.topic])
+        return consumer
     if args.partition is not None:
         partitions = [args.partition]
     else:
@@ -37,6 +49,14 @@ def make_consumer(args: argparse.Namespace) -> Consumer:
         for tp in assignment:
             consumer.seek(tp, args.offset)
     return consumer
+
+
+def commit_after_output(consumer: Consumer) -> None:
+    """Commit what was printed; a member that lost its partitions just goes on (at least once)."""
+    try:
+        consumer.commit()
+    except HeadwaterError as exc:
+        print(f"headwater consume: commit failed ({exc.message}); continuing", file=sys.stderr)
 
 
 def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:
@@ -69,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
                     out.write(_format(record, args))
                 if records:
                     out.flush()
+                    if args.group:
+                        commit_after_output(consumer)
                     count += len(records)
                     if args.timeout is not None:
                         idle_deadline = time.monotonic() + args.timeout
@@ -97,4 +119,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--print-offset", action="store_true", help="prefix PARTITION:OFFSET<sep>")
     parser.add_argument("--separator", default="\t", help="field separator (default tab)")
     add_bootstrap_argument(parser)
+    parser.add_argument("--group", help="consume as a member of this consumer group")
+    add_coordinator_argument(parser)
     parser.set_defaults(func=run)
