@@ -4,24 +4,27 @@
 planning; each executor builds its own inside ``read()`` (an ``httpx.Client`` holds sockets and is
 never pickled) and streams one offset range as Arrow record batches.
 
-Fetches use the broker's raw batch path (``Accept: application/vnd.headwater.batches``) and the
-shared codec (:mod:`headwater.records`), so the broker sends stored bytes without re-encoding.
+Fetches use the broker's raw batch path (``Accept: application/vnd.headwater.batches``) through
+the SDK's BrokerClient and the shared codec (:mod:`headwater.records`), so the broker sends stored
+bytes without re-encoding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 
-from headwater.errors import BROKER, HeadwaterError
+from headwater.client.broker import BrokerClient
+from headwater.errors import HeadwaterError
 from headwater.records import decode_batch, iter_batches
 from headwater.types import Offset, PartitionId
 
-BATCHES_MEDIA_TYPE = "application/vnd.headwater.batches"
+T = TypeVar("T")
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 ARROW_SCHEMA = pa.schema(
@@ -41,7 +44,8 @@ ARROW_SCHEMA = pa.schema(
 class TopicLog:
     """Typed reads of a cluster's topics: partitions, log ranges and records by offset.
 
-    ``brokers`` are tried in order: any broker answers a fetch by offset (docs/broker-api.md), so
+    Built on the SDK's :class:`~headwater.client.broker.BrokerClient`, one per broker URL. The
+    brokers are tried in order: any broker answers a fetch by offset (docs/broker-api.md), so
     the next one is used when one is unreachable.
     """
 
@@ -55,12 +59,15 @@ class TopicLog:
     ) -> None:
         if not brokers:
             raise ValueError("at least one broker URL is needed")
-        self.brokers = [b.rstrip("/") for b in brokers]
         self.fetch_max_bytes = fetch_max_bytes
-        self._client = httpx.Client(timeout=timeout, transport=transport)
+        self._clients = [
+            BrokerClient(url, timeout=timeout, transport=transport, client_id="headwater-spark")
+            for url in brokers
+        ]
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def __enter__(self) -> TopicLog:
         return self
@@ -73,52 +80,36 @@ class TopicLog:
     ) -> None:
         self.close()
 
-    def _get(self, path: str, **kwargs: Any) -> httpx.Response:
+    def _any(self, call: Callable[[BrokerClient], T]) -> T:
         last: Exception | None = None
-        for base in self.brokers:
+        for client in self._clients:
             try:
-                response = self._client.get(base + path, **kwargs)
+                return call(client)
             except httpx.TransportError as exc:
                 last = exc
-                continue
-            if response.status_code >= 400:
-                raise BROKER.from_body(response.status_code, _json_or_text(response))
-            return response
-        raise ConnectionError(f"no broker of {self.brokers} answered {path}: {last}")
-
-    def partitions(self, topic: str) -> list[PartitionId]:
-        """The topic's partition ids (driver)."""
-        body = self._get(f"/topics/{topic}").json()
-        return sorted(PartitionId(int(p["partition"])) for p in body["partitions"])
-
-    def log_range(self, topic: str, partition: PartitionId) -> tuple[Offset, Offset]:
-        """``(beginning, end)``: the first offset still stored and the next one to be written."""
-        body = self._get(f"/topics/{topic}/partitions/{partition}/offsets").json()
-        return Offset(int(body["beginning_offset"])), Offset(int(body["end_offset"]))
+        urls = [c.base_url for c in self._clients]
+        raise ConnectionError(f"no broker of {urls} answered: {last}")
 
     def log_ranges(
         self, topics: Sequence[str]
     ) -> dict[tuple[str, PartitionId], tuple[Offset, Offset]]:
-        """Log ranges of every partition of ``topics`` in one description call per topic."""
+        """``(beginning, end)`` of every partition of ``topics``: the first offset still stored
+        and the next one to be written. One description call per topic (driver)."""
         out: dict[tuple[str, PartitionId], tuple[Offset, Offset]] = {}
         for topic in topics:
-            body = self._get(f"/topics/{topic}").json()
-            for p in body["partitions"]:
-                out[(topic, PartitionId(int(p["partition"])))] = (
-                    Offset(int(p["beginning_offset"])),
-                    Offset(int(p["end_offset"])),
-                )
+            description = self._any(partial(BrokerClient.describe_topic, topic=topic))
+            for p in description.partitions:
+                beginning = p.beginning_offset if p.beginning_offset is not None else Offset(0)
+                end = p.end_offset if p.end_offset is not None else beginning
+                out[(topic, p.partition)] = (beginning, end)
         return out
 
     def fetch(self, topic: str, partition: PartitionId, offset: Offset) -> tuple[bytes, Offset]:
         """Raw batches from ``offset`` on and the offset after the last record returned."""
-        response = self._get(
-            f"/topics/{topic}/partitions/{partition}/records",
-            params={"offset": offset, "max_bytes": self.fetch_max_bytes, "max_wait_ms": 0},
-            headers={"Accept": BATCHES_MEDIA_TYPE},
+        fetched = self._any(
+            lambda c: c.fetch_batches(topic, partition, offset, max_bytes=self.fetch_max_bytes)
         )
-        next_offset = response.headers.get("Headwater-Next-Offset")
-        return response.content, Offset(int(next_offset)) if next_offset else offset
+        return fetched.data, fetched.next_offset
 
     def read_range(
         self, topic: str, partition: PartitionId, start: Offset, end: Offset, rows_per_batch: int
@@ -211,10 +202,3 @@ class _Columns:
         )
         self._reset()
         return batch
-
-
-def _json_or_text(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
