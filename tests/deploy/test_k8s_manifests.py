@@ -24,7 +24,9 @@ import pytest
 import yaml
 from fastapi import FastAPI
 
+from headwater.cli import build_parser
 from headwater.service import ServiceSettings
+from tests.deploy import compose
 from tests.deploy.kustomization import Object, pod_template, render
 from tests.support import ROOT
 
@@ -113,7 +115,9 @@ def setting_names(service: str) -> set[str]:
 
 
 def compose_services() -> dict[str, Any]:
-    services: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    # Interpolated with defaults only (the password is required but irrelevant here).
+    document = compose.load(ROOT / "docker-compose.yml", {"POSTGRES_PASSWORD": "unused"})
+    services: dict[str, Any] = document["services"]
     return services
 
 
@@ -130,6 +134,7 @@ def test_every_rendered_object_is_valid_kubernetes(overlay: str) -> None:
             "CronJob",
             "Deployment",
             "NetworkPolicy",
+            "PersistentVolumeClaim",
             "PodDisruptionBudget",
             "Service",
             "StatefulSet",
@@ -329,8 +334,25 @@ def test_env_names_are_settings_fields_and_match_compose(overlay: str) -> None:
             assert names <= allowed, (name, names - allowed)
             compose_name = "broker-0" if name == "broker" else name
             assert names == set(compose[compose_name]["environment"]), name
-            assert container["command"][:3] == compose[compose_name]["command"][:3]
+            assert container["command"] == compose[compose_name]["command"]
     assert seen == {*APP_SERVICES, "validate"}
+
+
+def test_validate_command_parses_with_the_real_cli_and_writes_to_its_volume() -> None:
+    objects = rendered("prod")
+    [cron] = by_kind(objects, "CronJob")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = build_parser().parse_args(container["command"][1:])
+    assert args.topic == "orders"
+    assert args.dead_letter_topic == "orders-dead-letter"
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    output = volumes[mounts["/var/lib/headwater/output"]]
+    [claim] = by_kind(objects, "PersistentVolumeClaim")
+    assert output["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    for path in (args.output, args.summary, args.state_dir, container["workingDir"]):
+        assert path.startswith("/var/lib/headwater/output")
 
 
 def test_validate_env_names_are_read_by_the_spark_job() -> None:
