@@ -21,10 +21,8 @@ import logging
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -342,23 +340,19 @@ class Broker:
     def list_partitions(self, name: str) -> list[PartitionInfo]:
         return self.describe_topic(name).partitions
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         """Remove a topic and its data; a topic created later under the name starts at 0."""
         topic = self._topic(name)
-        doomed: list[Path] = []
-        for plog in topic.partitions:
-            plog.closed = True
-            plog.wake_waiters()
-            for segment in plog.segments:
-                segment.close()
-            target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}.deleted")
-            with contextlib.suppress(FileNotFoundError):
-                plog.directory.rename(target)
-                doomed.append(target)
+        # The name stays taken until every directory is moved aside, so a create of the same
+        # name meanwhile gets 40901 instead of reopening the old files.
+        doomed = [await plog.delete() for plog in topic.partitions]
+        if self.topics.get(name) is not topic:
+            return  # a concurrent delete finished first
         del self.topics[name]
         self._save_catalog()
         for path in doomed:
-            shutil.rmtree(path, ignore_errors=True)
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
         metrics.forget_topic(name, len(topic.partitions))
         log.info("deleted topic %s", name)
 
@@ -543,6 +537,7 @@ class Broker:
         data = plog.read(offset, max_bytes)
         if data.data:
             metrics.FETCH_BYTES.labels(topic_name).inc(len(data.data))
+            metrics.FETCH_RECORDS.labels(topic_name).inc(data.records)
         return data
 
     async def fetch_records(
@@ -569,8 +564,6 @@ class Broker:
         if max_records is not None and len(records) > max_records:
             del records[max_records:]
             next_offset = Offset(records[-1].offset + 1)
-        if records:
-            metrics.FETCH_RECORDS.labels(topic_name).inc(len(records))
         return RecordsFetch(records, next_offset, data.high_watermark, data.log_start_offset)
 
     def offsets(self, topic_name: str, partition: int) -> tuple[Offset, Offset]:

@@ -42,7 +42,7 @@ async def describe_topic(topic: str, broker: BrokerDep) -> models.TopicDescripti
     "/topics/{topic}", status_code=204, response_class=Response, summary="Delete a topic"
 )
 async def delete_topic(topic: str, broker: BrokerDep) -> Response:
-    broker.delete_topic(topic)
+    await broker.delete_topic(topic)
     return Response(status_code=204)
 
 

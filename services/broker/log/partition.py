@@ -18,12 +18,12 @@ import contextlib
 import itertools
 import logging
 import os
-import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from headwater.errors import OffsetOutOfRangeError, StorageError
+from headwater.errors import OffsetOutOfRangeError, StorageError, TopicNotFoundError
 from headwater.records.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -64,6 +64,7 @@ class FetchData:
     """Whole stored batches read from a partition, and the partition's bounds at that moment."""
 
     data: bytes
+    records: int  # records in the returned batches (some may precede the asked offset)
     next_offset: Offset
     high_watermark: Offset
     log_start_offset: Offset
@@ -107,6 +108,7 @@ class PartitionLog:
         self.lock = asyncio.Lock()
         self._waiter: asyncio.Future[None] | None = None
         self.closed = False
+        self.deleted = False
 
     # --- opening and recovery ----------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class PartitionLog:
         """
         async with self.lock:
             if self.closed:
-                raise StorageError(f"partition {self.topic}-{self.partition} is closed")
+                raise self._closed_error()
             results, writes = self._plan(batches, now_ms)
             if writes:
                 self._write(buf, batches, writes, now_ms)
@@ -211,6 +213,11 @@ class PartitionLog:
                     await asyncio.to_thread(self.active.flush)
                 self._publish()
             return results
+
+    def _closed_error(self) -> Exception:
+        if self.deleted:
+            return TopicNotFoundError(f"Topic '{self.topic}' was deleted")
+        return StorageError(f"Partition {self.topic}-{self.partition} is closed")
 
     def _plan(
         self, batches: list[tuple[int, BatchHeader]], now_ms: int
@@ -375,7 +382,7 @@ class PartitionLog:
         """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one)."""
         self.check_offset(offset)
         hw = self.high_watermark
-        empty = FetchData(b"", Offset(offset), hw, self.log_start_offset)
+        empty = FetchData(b"", 0, Offset(offset), hw, self.log_start_offset)
         if offset == hw:
             return empty
         i = bisect.bisect_right(self._bases, offset) - 1
@@ -385,7 +392,7 @@ class PartitionLog:
                 continue
             position, _header = found
             data = segment.read(position, max(min(max_bytes, segment.size - position), HEADER_SIZE))
-            pos = 0
+            pos = records = 0
             next_offset = offset
             while pos + HEADER_SIZE <= len(data):
                 header = parse_header(data, pos)
@@ -395,14 +402,17 @@ class PartitionLog:
                     if pos == 0:  # the first batch alone is larger than max_bytes: send it whole
                         data = segment.read(position, header.size)
                         pos = header.size
+                        records = header.records_count
                         next_offset = header.last_offset + 1
                     break
                 pos += header.size
+                records += header.records_count
                 next_offset = header.last_offset + 1
             if pos == 0:
                 return empty
             return FetchData(
                 data if pos == len(data) else data[:pos],
+                records,
                 Offset(next_offset),
                 hw,
                 self.log_start_offset,
@@ -508,10 +518,21 @@ class PartitionLog:
         for segment in self.segments:
             segment.close()
 
-    def delete(self) -> None:
-        """Close and remove the partition's directory (topic deletion)."""
-        self.closed = True
-        self.wake_waiters()
-        for segment in self.segments:
-            segment.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+    async def delete(self) -> Path | None:
+        """Close the partition for good and move its directory aside (topic deletion).
+
+        Waits for an append in progress. Returns the renamed directory for the caller to
+        remove once the catalog no longer lists the topic (``*.deleted`` leftovers are removed
+        on start).
+        """
+        async with self.lock:
+            self.closed = self.deleted = True
+            self.wake_waiters()
+            for segment in self.segments:
+                segment.close()
+            target = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}.deleted")
+            try:
+                self.directory.rename(target)
+            except FileNotFoundError:
+                return None
+            return target

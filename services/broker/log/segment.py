@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import time
 from collections.abc import Iterator
@@ -112,9 +113,16 @@ class Segment:
         segment = cls(directory, base_offset)
         segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(segment._fd).st_size
-        data = os.pread(segment._fd, size, 0) if size else b""
-        valid, found = valid_prefix(data)
-        del data
+        if size:
+            # Map rather than read: an active segment may be up to segment.bytes (1 GiB) long.
+            with mmap.mmap(segment._fd, size, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    valid, found = valid_prefix(view)
+                finally:
+                    view.release()
+        else:
+            valid, found = 0, []
         if valid < size:
             log.warning(
                 "truncating %s from %d to %d bytes: cut %d bytes of torn or invalid data",
