@@ -226,7 +226,17 @@ def test_compose_services_come_up_healthy_and_serve(
     assert json.loads(by_id["schema"]) == schema
     assert httpx.get(f"{registry}/subjects/{subject}/versions", timeout=10).json() == [1]
 
-    # Every service exports metrics and logs JSON lines stamped with its name.
+    # The domain metrics each service defines appear on the same /metrics page.
+    broker_metrics = httpx.get(f"{platform['broker-0'][0].url}/metrics", timeout=10).text
+    assert f'headwater_broker_produce_records_total{{topic="{topic}"}} 2.0' in broker_metrics
+    assert f'headwater_broker_fetch_records_total{{topic="{topic}"}} 2.0' in broker_metrics
+    assert f'headwater_broker_log_end_offset{{partition="1",topic="{topic}"}} 2.0' in broker_metrics
+    registry_metrics = httpx.get(f"{registry}/metrics", timeout=10).text
+    assert "# TYPE headwater_registry_cache_hits_total counter" in registry_metrics
+    coordinator_metrics = httpx.get(f"{platform['coordinator'][0].url}/metrics", timeout=10).text
+    assert "# TYPE headwater_coordinator_rebalances_total counter" in coordinator_metrics
+
+    # Every service exports HTTP metrics and logs JSON lines stamped with its name.
     for name, (process, _) in platform.items():
         metrics = httpx.get(f"{process.url}/metrics", timeout=10)
         assert metrics.status_code == 200
