@@ -1,12 +1,12 @@
-"""Every app container of docker-compose.yml runs as a plain process with its declared command and
-environment: the services come up healthy and serve a produce/fetch round trip and a schema.
+"""docker-compose.yml's app services run as plain processes with their declared command and env.
 
-The file is parsed (tests/deploy/compose.py); each service's ``command`` is run as is (with this
-interpreter as ``python``) and its ``environment`` kept, except what only makes sense inside the
-compose network, rewritten by one rule each: listen ports become free loopback ports, ``0.0.0.0``
-becomes ``127.0.0.1``, data directories move to ``tmp_path``, container host:port pairs
-(``broker-0:8082``, ``redis:6379``) point at the test's processes and the machine's Redis, the
-PostgreSQL URL becomes a fresh database, and the Redis key prefix a private one.
+They must come up healthy and serve a produce/fetch round trip and a schema registration. The file
+is parsed (tests/deploy/compose.py); each service's ``command`` is run as is (with this interpreter
+as ``python``) and its ``environment`` kept, except what only makes sense inside the compose
+network, rewritten by one rule each: listen ports become free loopback ports, ``0.0.0.0`` becomes
+``127.0.0.1``, data directories move to ``tmp_path``, container host:port pairs (``broker-0:8082``,
+``redis:6379``) point at the test's processes and the machine's Redis, the PostgreSQL URL becomes a
+fresh database, and the Redis key prefix a private one.
 """
 
 from __future__ import annotations
