@@ -326,6 +326,7 @@ class ValidationJob:
         self._process(self.validate(source, expected), ranges)
         self.summary.elapsed_s = time.monotonic() - started
         self._describe(expected, ranges)
+        self._write_summary()
         return self.summary
 
     def _process(self, validated: DataFrame, ranges: list[OffsetRange] | None) -> None:
@@ -425,6 +426,11 @@ class ValidationJob:
         if ranges is not None:
             self.summary.outputs["range"] = range_id(ranges)
 
+    def _write_summary(self) -> None:
+        if self.config.summary_path:
+            self.summary.outputs["summary"] = self.config.summary_path
+            self.summary.write(self.config.summary_path)
+
     # Streaming -----------------------------------------------------------------------------
 
     def run_stream(self) -> Summary:
@@ -463,6 +469,7 @@ class ValidationJob:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
         self.summary.elapsed_s = time.monotonic() - started
         self._describe(expected, None)
+        self._write_summary()
         return self.summary
 
 

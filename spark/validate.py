@@ -136,9 +136,6 @@ def run(args: argparse.Namespace) -> int:
     job = ValidationJob(spark, config)
     summary = job.run_stream() if config.streaming else job.run_batch()
     print(summary.table())
-    if config.summary_path:
-        summary.write(config.summary_path)
-        print(f"summary written to {config.summary_path}")
     return 0
 
 
