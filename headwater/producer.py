@@ -34,7 +34,7 @@ from headwater.errors import (
     PartitionNotFoundError,
     UnknownServerError,
 )
-from headwater.records.batch import encode_batch
+from headwater.records.batch import HEADER_SIZE, encode_batch
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.types import Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 
@@ -44,8 +44,8 @@ Headers = Sequence[tuple[str, bytes | str | None]]
 DeliveryCallback = Callable[[BaseException | None, "RecordMetadata | None"], None]
 
 # Bytes a record adds to a batch beyond its key and value (length, attributes, deltas, lengths):
-# an estimate that keeps batch.size accounting cheap.
-_RECORD_OVERHEAD = 8
+# an upper bound for values under 8 KiB with small headers, so a batch stays under batch.size.
+_RECORD_OVERHEAD = 16
 # Largest request the sender builds from queued batches of one partition (the broker's default
 # BROKER_MAX_REQUEST_BYTES is 64 MiB).
 _MAX_REQUEST_BYTES = 16 * 1_048_576
@@ -156,6 +156,34 @@ class DeliveryFuture:
             fn(self)
 
 
+class BulkDeliveryFuture:
+    """The outcome of one ``produce_many()``: done when every one of its records is.
+
+    ``result(timeout)`` returns the records' :class:`RecordMetadata` in the order given, or
+    raises the first delivery error.
+    """
+
+    __slots__ = ("_segments",)
+
+    def __init__(self, segments: list[tuple[_Batch, int, int]]) -> None:
+        self._segments = segments  # (batch, index of the first record in it, record count)
+
+    def done(self) -> bool:
+        return all(batch.done.is_set() for batch, _, _ in self._segments)
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out: list[RecordMetadata] = []
+        for batch, start, count in self._segments:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not batch.done.wait(remaining):
+                raise TimeoutError(f"records not acknowledged within {timeout}s")
+            if batch.error is not None:
+                raise batch.error
+            out.extend(_metadata(batch, i) for i in range(start, start + count))
+        return out
+
+
 def _metadata(batch: _Batch, index: int) -> RecordMetadata:
     offset = batch.metadata_offset + index if batch.metadata_offset >= 0 else -1
     if batch.metadata_timestamp >= 0:
@@ -167,6 +195,20 @@ def _metadata(batch: _Batch, index: int) -> RecordMetadata:
     return RecordMetadata(
         batch.topic, PartitionId(batch.partition), Offset(offset), TimestampMs(timestamp)
     )
+
+
+class _ReorderedBulkFuture(BulkDeliveryFuture):
+    """A bulk future whose records were queued grouped by partition; results in input order."""
+
+    __slots__ = ("_order",)
+
+    def __init__(self, segments: list[tuple[_Batch, int, int]], order: list[int]) -> None:
+        super().__init__(segments)
+        self._order = order
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        grouped = super().result(timeout)
+        return [grouped[pos] for pos in self._order]
 
 
 def _retriable(exc: BaseException) -> bool:
@@ -216,7 +258,9 @@ class Producer:
         ]
         self._client_index = 0
         self._linger = cfg.linger_ms / 1000
-        self._batch_size = cfg.batch_size
+        # Records may fill batch.size minus the batch header; a record larger than that gets a
+        # batch of its own (and the broker's max.message.bytes decides).
+        self._batch_limit = cfg.batch_size - HEADER_SIZE
         self._sticky = StickyPartitioner(cfg.batch_size)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -288,7 +332,9 @@ class Producer:
                 # once it is sealed (batch.size reached or lingered out) another partition is
                 # chosen, which spreads load by bytes as KIP-794 does.
                 batch = self._sticky_open.get(topic)
-                if batch is None or batch.sealed:
+                if batch is None or batch.sealed or batch.size + size > self._batch_limit:
+                    if batch is not None and not batch.sealed:
+                        self._seal(batch)
                     if batch is None:
                         chosen = self._sticky.partition(topic, count)
                     else:
@@ -298,6 +344,9 @@ class Producer:
                     self._sticky_open[topic] = batch
             else:
                 batch = self._open.get((topic, partition))
+                if batch is not None and batch.size + size > self._batch_limit and batch.records:
+                    self._seal(batch)
+                    batch = None
                 if batch is None:
                     batch = self._open_batch(topic, partition)
             records = batch.records
@@ -311,10 +360,103 @@ class Producer:
                 batch.callbacks.append((index, on_delivery))
             batch.size += size
             self._pending_bytes += size
-            if batch.size >= self._batch_size:
+            if batch.size >= self._batch_limit:
                 self._seal(batch)
-                self._cond.notify_all()
         return DeliveryFuture(batch, index)
+
+    def produce_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+    ) -> BulkDeliveryFuture:
+        """Queue many records at once: ``values[i]`` with ``keys[i]`` (no headers, batch time).
+
+        The same contract as ``produce()`` (partitioning, ordering, idempotence), with the
+        per-call overhead paid once: for bulk loads, replays and benchmarks. Values and keys
+        must be ``bytes`` or ``None``.
+        """
+        n = len(values)
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"{len(keys)} keys for {n} values")
+        for v in values:
+            if v is not None and v.__class__ is not bytes:
+                raise TypeError(f"values must be bytes or None, got {type(v).__name__}")
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._partition_count(topic)
+        if partition is not None and not 0 <= partition < count:
+            raise PartitionNotFoundError(
+                f"partition {partition} of topic {topic!r} does not exist ({count} partitions)"
+            )
+        overhead = _RECORD_OVERHEAD
+        sizes = [overhead if v is None else len(v) + overhead for v in values]
+        key_list: Sequence[bytes | None] = keys if keys is not None else [None] * n
+        if keys is not None:
+            for i, k in enumerate(keys):
+                if k is not None:
+                    if k.__class__ is not bytes:
+                        raise TypeError(f"keys must be bytes or None, got {type(k).__name__}")
+                    sizes[i] += len(k)
+        if keys is not None and partition is None and any(k is not None for k in keys):
+            # Keyed records spread over partitions: queue each partition's share in order.
+            groups: dict[int | None, list[int]] = {}
+            for i, k in enumerate(keys):
+                target = None if k is None else partition_for_key(k, count)
+                groups.setdefault(target, []).append(i)
+            segments: list[tuple[_Batch, int, int]] = []
+            order: list[tuple[int, int]] = []  # (index in values, position in segments output)
+            for target, indices in groups.items():
+                part = self.produce_many(
+                    topic,
+                    [values[i] for i in indices],
+                    [key_list[i] for i in indices],
+                    partition=target if target is not None else None,
+                )
+                base = sum(c for _, _, c in segments)
+                order.extend((i, base + j) for j, i in enumerate(indices))
+                segments.extend(part._segments)
+            if len(groups) == 1:
+                return BulkDeliveryFuture(segments)
+            return _ReorderedBulkFuture(segments, [pos for _, pos in sorted(order)])
+        segments = []
+        with self._lock:
+            if self._closed:
+                raise ProducerClosedError("produce_many() on a closed producer")
+            i = 0
+            while i < n:
+                if self._pending_bytes >= self._buffer_memory:
+                    self._wait_for_buffer()
+                if partition is None:
+                    batch = self._sticky_open.get(topic)
+                    if batch is None or batch.sealed:
+                        if batch is not None:
+                            self._sticky.on_batch_complete(topic, count)
+                        batch = self._open_batch(topic, self._sticky.partition(topic, count))
+                        self._sticky_open[topic] = batch
+                else:
+                    batch = self._open_batch(topic, partition)
+                room = self._batch_limit - batch.size
+                j = i
+                taken = 0
+                while j < n and (taken + sizes[j] <= room or (j == i and not batch.records)):
+                    taken += sizes[j]
+                    j += 1
+                if j == i:  # this batch is full: seal it and continue in a fresh one
+                    self._seal(batch)
+                    continue
+                start = len(batch.records)
+                batch.records.extend(zip(key_list[i:j], values[i:j], [()] * (j - i), strict=True))
+                if batch.timestamps is not None:
+                    batch.timestamps.extend([batch.timestamp] * (j - i))
+                batch.size += taken
+                self._pending_bytes += taken
+                segments.append((batch, start, j - i))
+                if j < n or batch.size >= self._batch_limit:
+                    self._seal(batch)
+                i = j
+        return BulkDeliveryFuture(segments)
 
     def flush(self, timeout: float | None = None) -> int:
         """Send everything queued and wait for the outcome; returns how many batches are still
@@ -403,6 +545,7 @@ class Producer:
         batch.sealed = True
         del self._open[(batch.topic, batch.partition)]
         self._ready.append(batch)
+        self._cond.notify_all()
 
     def _wait_for_buffer(self) -> None:
         # Called with the lock held: block until the sender frees buffer.memory, as Kafka's.

@@ -254,6 +254,10 @@ def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
     _I.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
 
 
+# attributes 0 + timestampDelta 0 + offsetDelta, and the same followed by a null key's length.
+_LEAD: tuple[bytes, ...] = tuple(b"\x00\x00" + SMALL_VARINTS[i] for i in range(SMALL_LIMIT))
+_LEAD_NULL_KEY: tuple[bytes, ...] = tuple(lead + NULL_LENGTH for lead in _LEAD)
+
 RecordTuple = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
 
@@ -287,40 +291,44 @@ def encode_batch(
     append = parts.append
     if timestamps is None:
         base_timestamp = max_timestamp = timestamp_ms
-        # attributes 0 + timestampDelta 0, shared by every record.
-        lead = b"\x00\x00"
+        # Per record: length | attributes 0, timestampDelta 0, offsetDelta (+ keyLength) from
+        # the precomputed lead tables | key | valueLength | value | headers. One extend per record.
+        extend = parts.extend
+        lead_table = _LEAD
+        lead_null_key = _LEAD_NULL_KEY
         for delta, (key, value, headers) in enumerate(records):
-            if key is None:
-                key_part = null
-                key = b""
+            if delta < SMALL_LIMIT:
+                if key is None:
+                    lead = lead_null_key[delta]
+                    key = b""
+                else:
+                    n = len(key)
+                    lead = lead_table[delta] + (small[n] if n < SMALL_LIMIT else encode_varint(n))
             else:
-                n = len(key)
-                key_part = small[n] if n < SMALL_LIMIT else encode_varint(n)
+                lead = b"\x00\x00" + encode_varint(delta)
+                if key is None:
+                    lead += null
+                    key = b""
+                else:
+                    lead += encode_varint(len(key))
             if value is None:
                 value_part = null
                 value = b""
             else:
                 n = len(value)
                 value_part = small[n] if n < SMALL_LIMIT else encode_varint(n)
-            delta_part = small[delta] if delta < SMALL_LIMIT else encode_varint(delta)
             header_part = _encode_headers(headers) if headers else b"\x00"
-            size = (
-                2
-                + len(delta_part)
-                + len(key_part)
-                + len(key)
-                + len(value_part)
-                + len(value)
-                + len(header_part)
+            size = len(lead) + len(key) + len(value_part) + len(value) + len(header_part)
+            extend(
+                (
+                    small[size] if size < SMALL_LIMIT else encode_varint(size),
+                    lead,
+                    key,
+                    value_part,
+                    value,
+                    header_part,
+                )
             )
-            append(small[size] if size < SMALL_LIMIT else encode_varint(size))
-            append(lead)
-            append(delta_part)
-            append(key_part)
-            append(key)
-            append(value_part)
-            append(value)
-            append(header_part)
     else:
         if len(timestamps) != count:
             raise ValueError(f"{len(timestamps)} timestamps for {count} records")

@@ -252,3 +252,46 @@ def test_delivery_times_out_when_the_broker_stays_down(tmp_path: Path) -> None:
         future = producer.produce(topic, b"lost")
         with pytest.raises(DeliveryTimeoutError, match="not acknowledged within"):
             future.result(10)
+
+
+def test_full_default_batches_fit_the_brokers_max_message_bytes(broker: ServiceProcess) -> None:
+    # 3 MB of 1 KB records: every batch the producer seals must stay under max.message.bytes.
+    topic = _topic(broker, 1)
+    value = b"v" * 1000
+    with Producer({"bootstrap.servers": broker.url, "linger.ms": 1000}) as producer:
+        futures = [producer.produce(topic, value, partition=0) for _ in range(3000)]
+        assert producer.flush(30) == 0
+        assert [f.result(5).offset for f in futures] == list(range(3000))
+    with BrokerClient(broker.url) as client:
+        raw = client.fetch_batches(topic, 0, 0, max_bytes=64 * 1_048_576).data
+    from headwater.records import iter_batches
+
+    sizes = [h.size for _, h in iter_batches(raw)]
+    assert len(sizes) >= 3
+    assert max(sizes) <= 1_000_000
+
+
+def test_produce_many_keeps_order_partitions_and_results(broker: ServiceProcess) -> None:
+    topic = _topic(broker, 3)
+    keys = [b"key-%d" % (i % 11) for i in range(500)]
+    values = [b"value-%d" % i for i in range(500)]
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        keyed = producer.produce_many(topic, values, keys=keys).result(30)
+        unkeyed = producer.produce_many(topic, [b"u"] * 100, partition=2).result(30)
+    assert [m.partition for m in keyed] == [partition_for_key(k, 3) for k in keys]
+    on_two = sum(1 for m in keyed if m.partition == 2)
+    assert [m.offset for m in unkeyed] == list(range(on_two, on_two + 100))
+    for partition in range(3):
+        expected: list[tuple[bytes | None, bytes]] = [
+            (k, v)
+            for k, v in zip(keys, values, strict=True)
+            if partition_for_key(k, 3) == partition
+        ]
+        if partition == 2:
+            expected += [(None, b"u")] * 100
+        assert [(r.key, r.value) for r in _read_all(broker, topic, partition)] == expected
+    with (
+        Producer({"bootstrap.servers": broker.url}) as producer,
+        pytest.raises(TypeError, match="values must be bytes or None, got str"),
+    ):
+        producer.produce_many(topic, ["text"])  # type: ignore[list-item]

@@ -13,7 +13,7 @@ from headwater.records import Compression
 def test_producer_defaults() -> None:
     cfg = ProducerConfig.from_dict({})
     assert cfg.bootstrap_servers == ("http://127.0.0.1:8082",)
-    assert (cfg.acks, cfg.linger_ms, cfg.batch_size) == (-1, 5, 1_048_576)
+    assert (cfg.acks, cfg.linger_ms, cfg.batch_size) == (-1, 5, 1_000_000)
     assert cfg.compression is Compression.NONE
     assert cfg.enable_idempotence is True
     assert (cfg.max_in_flight, cfg.retries, cfg.delivery_timeout_ms) == (5, 2**31 - 1, 120_000)

@@ -315,3 +315,16 @@ def test_valid_prefix_of_a_cut_stream_is_the_whole_batches_before_the_cut(
     length, headers = valid_prefix(stream[:cut])
     assert length == (whole[-1] if whole else 0)
     assert len(headers) == len(whole)
+
+
+def test_batches_beyond_the_small_varint_table_round_trip() -> None:
+    # Offset deltas past 16383 take the general varint path.
+    records = [
+        (None if i % 3 else b"k%d" % i, b"%d" % i, [("h", b"x")] if i % 5 == 0 else [])
+        for i in range(20_000)
+    ]
+    header, decoded = decode_batch(encode_batch(records, timestamp_ms=TS, base_offset=7))
+    assert header.last_offset_delta == 19_999
+    assert [(r.offset, r.key, r.value, r.headers) for r in decoded] == [
+        (7 + i, k, v, list(h)) for i, (k, v, h) in enumerate(records)
+    ]
