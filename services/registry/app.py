@@ -26,11 +26,13 @@ class RegistryJSON(JSONBody):
     media_type = MEDIA_TYPE
 
 
-def _subject(subject: Annotated[str, Path(description="subject name; '/' as %2F")]) -> str:
+# Dependencies are ``async def`` because FastAPI runs plain ``def`` ones in its thread pool, which
+# would cost a thread hop even on the cached, never-blocking id read.
+async def _subject(subject: Annotated[str, Path(description="subject name; '/' as %2F")]) -> str:
     return subject.replace(SLASH, "/")
 
 
-def _registry(request: Request) -> Registry:
+async def _registry(request: Request) -> Registry:
     registry: Registry = request.app.state.registry
     return registry
 
@@ -76,7 +78,7 @@ def create_app(settings: RegistrySettings) -> FastAPI:
         media_type=MEDIA_TYPE,
         validation_error=UnprocessableEntityError,
     )
-    app.add_middleware(RegistryRouting)
+    app.add_middleware(RegistryRouting, media_type=MEDIA_TYPE)
     _subject_routes(app)
     _schema_routes(app)
     _config_routes(app)

@@ -76,6 +76,13 @@ class Registry:
 
     # --- schemas by id (immutable, cached) ------------------------------------------------------
 
+    def cached_schema_body(self, schema_id: int) -> bytes | None:
+        """``GET /schemas/ids/{id}`` from the cache alone (None on a miss)."""
+        body = self._bodies.get(schema_id)
+        if body is not None:
+            metrics.CACHE_HITS.labels("schema_by_id").inc()
+        return body
+
     async def schema_body(self, schema_id: int) -> bytes:
         """``GET /schemas/ids/{id}`` pre-rendered: a cache hit never leaves the event loop."""
         body = self._bodies.get(schema_id)
@@ -275,7 +282,8 @@ class Registry:
                     f"Subject {subject} is not in import mode: a schema id may not be given"
                 )
             parsed = self._parse(conn, schema)
-            if normalize or self._config_normalize(conn, subject):
+            level, config_normalize = self._effective_config(conn, subject)
+            if normalize or config_normalize:
                 parsed = parsed.normalized()
             rows = self.store.versions(conn, subject)
             existing = self._find_id(conn, parsed.fingerprint)
@@ -290,7 +298,6 @@ class Registry:
                     if v.schema_id == existing:
                         return existing
             if mode != "IMPORT":
-                level = self._effective_level(conn, subject)
                 olds = [(v.version, self._parsed_schema(conn, v.schema_id)) for v in live]
                 findings = check(parsed, olds, level)
                 if findings:
@@ -324,11 +331,13 @@ class Registry:
             self.store.raise_counter(conn, schema_id)
         else:
             schema_id = self.store.allocate_id(conn)
-            # The counter's row lock may have waited for another writer that just stored this
-            # very schema: look again so the same content keeps one id.
-            found = self.store.find_schema_id(conn, parsed.fingerprint)
-            if found is not None:
-                return found
+            if self.store.is_postgres:
+                # The counter's row lock may have waited for another writer that just stored
+                # this very schema: look again so the same content keeps one id. (SQLite
+                # writers are serialized from BEGIN, so they already saw it.)
+                found = self.store.find_schema_id(conn, parsed.fingerprint)
+                if found is not None:
+                    return found
         self.store.insert_schema(
             conn,
             schema_id,
@@ -581,25 +590,26 @@ class Registry:
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _effective_level(self, conn: Connection, subject: str) -> Level:
+    def _effective_config(self, conn: Connection, subject: str) -> tuple[Level, bool]:
+        """(compatibility level, normalize flag): the subject's own, else global, else default."""
+        rows = self.store.configs_for(conn, subject)
+        level, normalize = None, None
         for key in (subject, GLOBAL):
-            found = self.store.get_config(conn, key)
-            if found is not None and found[0] is not None:
-                return Level(found[0])
-        return self.default_compatibility
+            found = rows.get(key)
+            if found is not None:
+                level = level or found[0]
+                normalize = found[1] if normalize is None else normalize
+        return (Level(level) if level else self.default_compatibility), bool(normalize)
 
-    def _config_normalize(self, conn: Connection, subject: str) -> bool:
-        for key in (subject, GLOBAL):
-            found = self.store.get_config(conn, key)
-            if found is not None and found[1] is not None:
-                return bool(found[1])
-        return False
+    def _effective_level(self, conn: Connection, subject: str) -> Level:
+        return self._effective_config(conn, subject)[0]
 
     def _effective_mode(self, conn: Connection, subject: str) -> str:
-        global_mode = self.store.get_mode(conn, GLOBAL) or "READWRITE"
+        rows = self.store.modes_for(conn, subject)
+        global_mode = rows.get(GLOBAL, "READWRITE")
         if global_mode == "READONLY_OVERRIDE":
             return global_mode
-        return self.store.get_mode(conn, subject) or global_mode
+        return rows.get(subject, global_mode)
 
     def _require_writable(self, conn: Connection, subject: str) -> None:
         if self._effective_mode(conn, subject) in ("READONLY", "READONLY_OVERRIDE"):

@@ -1,4 +1,4 @@
-"""ASGI middleware that lets subjects hold ``/`` and bodies arrive under any JSON-ish media type.
+"""ASGI middleware: subjects holding ``/``, bodies under any JSON-ish media type, cached id reads.
 
 Clients percent-encode ``/`` in a subject as ``%2F``; the ASGI server decodes the path before
 routing, which would split ``a%2Fb`` into two segments. The middleware rebuilds the path from
@@ -8,10 +8,16 @@ the ``Subject`` path dependency in ``app.py`` turns it back.
 Confluent accepts request bodies as ``application/octet-stream`` (and with no content type) and
 reads them as JSON; the middleware labels such requests ``application/json`` so FastAPI parses and
 validates the body the same way.
+
+``GET /schemas/ids/{id}`` -- what every deserializer calls -- is answered here when the id's body is
+already cached (ids are immutable), skipping FastAPI's routing and dependency resolution, which
+cost several times the rest of the request. A miss falls through to the route, which fills the
+cache. The scope is changed in place, as the telemetry middleware outside reads the route from it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote
 
@@ -21,19 +27,42 @@ SLASH = "\uf8ff"
 """A private-use code point standing in for ``/`` inside one path segment while routing."""
 
 _JSON_ALIASES = (b"application/octet-stream", b"")
+_SCHEMA_BY_ID = re.compile(r"/schemas/ids/(\d{1,10})")
+SCHEMA_BY_ID_ROUTE = "/schemas/ids/{id}"
 
 
 class RegistryRouting:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, media_type: str) -> None:
         self.app = app
+        self.headers = [(b"content-type", media_type.encode())]
+        self.route: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scope = self._rewrite(scope)
+            if scope["method"] == "GET" and await self._cached_schema(scope, send):
+                return
+            self._rewrite(scope)
         await self.app(scope, receive, send)
 
+    async def _cached_schema(self, scope: Scope, send: Send) -> bool:
+        match = _SCHEMA_BY_ID.fullmatch(scope["path"])
+        if match is None:
+            return False
+        body: bytes | None = scope["app"].state.registry.cached_schema_body(int(match[1]))
+        if body is None:
+            return False
+        if self.route is None:
+            self.route = next(
+                r for r in scope["app"].routes if getattr(r, "path", "") == SCHEMA_BY_ID_ROUTE
+            )
+        scope["route"] = self.route
+        headers = [*self.headers, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return True
+
     @staticmethod
-    def _rewrite(scope: Scope) -> Scope:
+    def _rewrite(scope: Scope) -> None:
         changes: dict[str, Any] = {}
         raw: bytes = scope.get("raw_path") or b""
         raw = raw.split(b"?", 1)[0]
@@ -48,4 +77,4 @@ class RegistryRouting:
                 headers = [(k, v) for k, v in headers if k != b"content-type"]
                 headers.append((b"content-type", b"application/json"))
                 changes["headers"] = headers
-        return {**scope, **changes} if changes else scope
+        scope.update(changes)

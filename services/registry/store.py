@@ -23,6 +23,7 @@ that transaction (:data:`RETRYABLE`).
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -156,6 +157,10 @@ class SQLStore:
         self.url = url
         self.engine = _engine(url)
         self.is_postgres = self.engine.dialect.name == "postgresql"
+        # SQLite allows one writer at a time; queueing this process's writers on a lock is far
+        # cheaper than letting them spin in SQLite's sleeping busy handler. Other processes are
+        # still kept out by BEGIN IMMEDIATE.
+        self._sqlite_writer = threading.Lock()
         self.migrate()
 
     def close(self) -> None:
@@ -169,11 +174,14 @@ class SQLStore:
     @contextmanager
     def write(self, *subjects: str) -> Iterator[Connection]:
         """A write transaction serialized against other writers of the same subjects."""
-        engine = self.engine.execution_options(immediate=True)
-        with engine.connect() as conn, conn.begin():
-            if self.is_postgres:
+        if self.is_postgres:
+            with self.engine.connect() as conn, conn.begin():
                 for key in sorted({_lock_key(s) for s in subjects}):
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                yield conn
+            return
+        engine = self.engine.execution_options(immediate=True)
+        with self._sqlite_writer, engine.connect() as conn, conn.begin():
             yield conn
 
     def migrate(self) -> None:
@@ -366,6 +374,17 @@ class SQLStore:
     def get_config(self, conn: Connection, subject: str) -> tuple[str | None, bool | None] | None:
         row = conn.execute(sa.select(configs).where(configs.c.subject == subject)).first()
         return None if row is None else (row.compatibility, row.normalize)
+
+    def configs_for(
+        self, conn: Connection, subject: str
+    ) -> dict[str, tuple[str | None, bool | None]]:
+        """The subject's and the global config rows, keyed by subject (``GLOBAL`` = '')."""
+        rows = conn.execute(sa.select(configs).where(configs.c.subject.in_([subject, GLOBAL])))
+        return {r.subject: (r.compatibility, r.normalize) for r in rows}
+
+    def modes_for(self, conn: Connection, subject: str) -> dict[str, str]:
+        rows = conn.execute(sa.select(modes).where(modes.c.subject.in_([subject, GLOBAL])))
+        return {r.subject: str(r.mode) for r in rows}
 
     def put_config(
         self, conn: Connection, subject: str, compatibility: str | None, normalize: bool | None

@@ -319,7 +319,25 @@ def test_pagination_and_prefix(api: TestClient) -> None:
     prefix = unique("page")
     for i in range(3):
         register(api, f"{prefix}-{i}", rec(f"P{i}", ("a", "int")))
-    params = {"subjectPrefix": prefix, "offset": 1, "limit": 1}
+    params: dict[str, str | int] = {"subjectPrefix": prefix, "offset": 1, "limit": 1}
     assert api.get("/subjects", params=params).json() == [f"{prefix}-1"]
     assert len(api.get("/schemas", params={"subjectPrefix": prefix}).json()) == 3
-    assert api.get("/schemas", params={**params}).json()[0]["subject"] == f"{prefix}-1"
+    assert api.get("/schemas", params=params).json()[0]["subject"] == f"{prefix}-1"
+
+
+def test_schema_by_id_cache_hit_answers_like_the_route(api: TestClient) -> None:
+    from prometheus_client import REGISTRY as METRICS
+
+    def hits() -> float:
+        labels = {"cache": "schema_by_id"}
+        return METRICS.get_sample_value("headwater_registry_cache_hits_total", labels) or 0.0
+
+    schema_id = register(api, unique("cache"), rec(unique("C").replace("-", "_"), ("a", "int")))
+    before = hits()
+    miss = api.get(f"/schemas/ids/{schema_id}")
+    assert hits() == before
+    hit = api.get(f"/schemas/ids/{schema_id}")
+    assert hits() == before + 1
+    assert (hit.status_code, hit.content) == (miss.status_code, miss.content)
+    assert hit.headers["content-type"] == miss.headers["content-type"] == MEDIA
+    assert "x-request-id" in hit.headers
