@@ -87,6 +87,15 @@ class Coordinator:
         self.metadata = metadata
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # Start-up grace: while no coordinator ran, members could not heartbeat, so deadlines
+        # that passed meanwhile mean nothing. Like Kafka re-arming session timers when a
+        # coordinator loads a group, this process expires no one for one session timeout; a
+        # peer process that stayed up keeps expiring as usual.
+        self._expire_from = time.monotonic() + session_timeout_ms / 1000
+
+    @property
+    def expiring(self) -> bool:
+        return time.monotonic() >= self._expire_from
 
     # --- validation ----------------------------------------------------------------------------
 
@@ -158,7 +167,7 @@ class Coordinator:
             fenced = request.member_id is not None and request.member_id not in state.members
             if fenced and request.member_epoch != JOIN_EPOCH:
                 fenced = await self.store.is_fenced(group_id, request.member_id)
-            return state.heartbeat(request, now_ms(), sizes, fenced=fenced)
+            return state.heartbeat(request, now_ms(), sizes, fenced=fenced, expire=self.expiring)
 
         result, state = await self.store.transact(group_id, operation)
         self._observe(state, joined=request.member_epoch == JOIN_EPOCH)
@@ -184,6 +193,8 @@ class Coordinator:
 
     async def sweep(self) -> int:
         """Expire members past their deadline in every group; returns how many were expired."""
+        if not self.expiring:
+            return 0
         now = now_ms()
         expired = 0
         for group_id in await self.store.due_groups(now):

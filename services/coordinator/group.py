@@ -295,11 +295,13 @@ class GroupState:
         now_ms: int,
         sizes: Mapping[str, int],
         fenced: bool = False,
+        expire: bool = True,
     ) -> HeartbeatResult:
         """One heartbeat: join (epoch 0), leave (-1 / -2), or heartbeat and reconcile.
 
         ``sizes`` are the partition counts of (at least) every topic subscribed to after this
-        request; ``fenced`` says the request's member id was replaced by a static rejoin.
+        request; ``fenced`` says the request's member id was replaced by a static rejoin;
+        ``expire=False`` leaves other members' deadlines alone (a coordinator's start-up grace).
         Raises the member's error without changing anything else.
         """
         if not self.exists:
@@ -313,7 +315,7 @@ class GroupState:
         else:
             member = self._existing(request, fenced)
             if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(member, epoch, now_ms, sizes)
+                return self._leave(member, epoch, now_ms, sizes, expire)
             if epoch not in (member.epoch, member.previous_epoch):
                 raise FencedMemberEpochError(
                     f"member {member.member_id} sent epoch {epoch}; its epoch is {member.epoch}"
@@ -326,7 +328,8 @@ class GroupState:
             member.session_timeout_ms = request.session_timeout_ms
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
             self.changed_members.add(member.member_id)
-        self.expire(now_ms)
+        if expire:
+            self.expire(now_ms)
         if member.member_id not in self.members:  # cannot happen: it just heartbeated
             raise UnknownMemberError(f"member {member.member_id} expired")
         self.refresh_topics(sizes)
@@ -403,7 +406,12 @@ class GroupState:
         return member
 
     def _leave(
-        self, member: Member, epoch: MemberEpoch, now_ms: int, sizes: Mapping[str, int]
+        self,
+        member: Member,
+        epoch: MemberEpoch,
+        now_ms: int,
+        sizes: Mapping[str, int],
+        expire: bool,
     ) -> HeartbeatResult:
         if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # Keep its partitions for a session timeout, so it can come back without a rebalance.
@@ -412,7 +420,8 @@ class GroupState:
             self.changed_members.add(member.member_id)
             return HeartbeatResult(member.member_id, STATIC_LEAVE_EPOCH, set(), False)
         self._remove(member.member_id)
-        self.expire(now_ms)
+        if expire:
+            self.expire(now_ms)
         self.refresh_topics(sizes)
         self.compute_target()
         return HeartbeatResult(member.member_id, LEAVE_EPOCH, set(), False)

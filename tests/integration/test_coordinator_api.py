@@ -32,6 +32,7 @@ def api(broker: ServiceProcess, redis_url: str, redis_prefix: str) -> Iterator[T
         key_prefix=redis_prefix,
         brokers=broker.url,
         heartbeat_interval_ms=500,
+        session_timeout_ms=1000,
         sweep_interval_ms=100,
     )
     with TestClient(create_app(settings)) as client:
@@ -95,7 +96,7 @@ def test_three_members_share_twelve_partitions(api: TestClient, broker: ServiceP
 
 def test_new_partitions_are_assigned(api: TestClient, broker: ServiceProcess) -> None:
     topic, group = make_topic(broker, 2), unique("g")
-    member = join(api, group, [topic])
+    member = join(api, group, [topic], session_timeout_ms=10_000)
     assert partitions_of(member) == {(topic, 0), (topic, 1)}
     with AdminClient({"bootstrap.servers": broker.url}) as admin:
         admin.create_partitions(topic, 3)
