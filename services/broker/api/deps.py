@@ -10,12 +10,12 @@ from services.broker.api.media import JSON, KAFKA_V2, require_content_type
 from services.broker.broker import Broker
 
 
-def get_broker(request: Request) -> Broker:
+async def get_broker(request: Request) -> Broker:
     broker: Broker = request.app.state.broker
     return broker
 
 
-def json_body(request: Request) -> None:
+async def json_body(request: Request) -> None:
     """Admin bodies are JSON (415 41501 otherwise); runs before FastAPI parses the body."""
     require_content_type(request, (JSON, KAFKA_V2))
 
