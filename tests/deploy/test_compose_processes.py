@@ -226,6 +226,41 @@ def test_compose_services_come_up_healthy_and_serve(
     assert json.loads(by_id["schema"]) == schema
     assert httpx.get(f"{registry}/subjects/{subject}/versions", timeout=10).json() == [1]
 
+    # The coordinator reaches the brokers through its declared COORDINATOR_BROKERS and Redis
+    # through COORDINATOR_REDIS_URL: commit an offset, then read the group's lag.
+    coordinator = platform["coordinator"][0].url
+    group = unique("compose-group")
+    committed = httpx.post(
+        f"{coordinator}/groups/{group}/offsets",
+        json={"offsets": [{"topic": topic, "partition": 1, "offset": 1}]},
+        timeout=10,
+    )
+    assert committed.status_code == 204, committed.text
+    lag = httpx.get(f"{coordinator}/groups/{group}/lag", timeout=10)
+    assert lag.status_code == 200, lag.text
+    assert lag.json() == {
+        "group_id": group,
+        "total_lag": 1,
+        "partitions": [
+            {
+                "topic": topic,
+                "partition": 0,
+                "member_id": None,
+                "committed_offset": None,
+                "end_offset": 0,
+                "lag": 0,
+            },
+            {
+                "topic": topic,
+                "partition": 1,
+                "member_id": None,
+                "committed_offset": 1,
+                "end_offset": 2,
+                "lag": 1,
+            },
+        ],
+    }
+
     # The domain metrics each service defines appear on the same /metrics page.
     broker_metrics = httpx.get(f"{platform['broker-0'][0].url}/metrics", timeout=10).text
     assert f'headwater_broker_produce_records_total{{topic="{topic}"}} 2.0' in broker_metrics
