@@ -210,7 +210,11 @@ class PartitionLog:
             if writes:
                 self._write(buf, batches, writes, now_ms)
                 if self.fsync == "always":
-                    await asyncio.to_thread(self.active.flush)
+                    try:
+                        await asyncio.to_thread(self.active.flush)
+                    except OSError as exc:
+                        # Not acknowledged and not visible; the next successful sync covers it.
+                        raise StorageError(f"fsync of {self.active.log_path}: {exc}") from exc
                 self._publish()
             return results
 
