@@ -20,7 +20,7 @@ from typing import Any
 import fastavro
 import orjson
 
-from headwater.registry.errors import InvalidSchemaError
+from headwater.registry.errors import InvalidSchemaError, SchemaTooLargeError
 
 AVRO = "AVRO"
 SCHEMA_TYPES = (AVRO,)
@@ -98,7 +98,7 @@ def parse(
     if kind not in SCHEMA_TYPES:
         raise InvalidSchemaError(f"Unsupported schema type {schema_type!r}: this registry is Avro")
     if len(text) > MAX_SCHEMA_BYTES:
-        raise InvalidSchemaError(f"Schema is larger than {MAX_SCHEMA_BYTES} bytes")
+        raise SchemaTooLargeError(f"Schema is larger than {MAX_SCHEMA_BYTES} bytes")
     try:
         raw = orjson.loads(text)
     except orjson.JSONDecodeError as e:

@@ -3,16 +3,18 @@
 # No `from __future__ import annotations`: the config and mode routes are built per scope in a
 # function, and FastAPI must see their local Annotated dependency types at definition time.
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import Response
 
-from headwater.registry.errors import REGISTRY, UnprocessableEntityError
-from headwater.service import JSONBody, create_service_app
+from headwater.registry.errors import REGISTRY, RegistryError, UnprocessableEntityError
+from headwater.service import JSONBody, create_service_app, error_response
 from services.registry import models
 from services.registry.registry import Registry, SchemaInput
 from services.registry.routing import SLASH, RegistryRouting
@@ -20,6 +22,7 @@ from services.registry.settings import RegistrySettings
 from services.registry.store import SQLStore
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
+log = logging.getLogger("headwater.registry")
 
 
 class RegistryJSON(JSONBody):
@@ -79,6 +82,16 @@ def create_app(settings: RegistrySettings) -> FastAPI:
         validation_error=UnprocessableEntityError,
     )
     app.add_middleware(RegistryRouting, media_type=MEDIA_TYPE)
+
+    async def on_store_error(request: Request, exc: Exception) -> Response:
+        # The database failing (down, timed out) is Confluent's 50001 "error in the backend
+        # data store", not an anonymous 500.
+        log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
+        reason = str(exc).splitlines()[0][:300]
+        error = RegistryError(f"Error in the backend data store: {type(exc).__name__}: {reason}")
+        return error_response(error, MEDIA_TYPE)
+
+    app.add_exception_handler(SQLAlchemyError, on_store_error)
     _subject_routes(app)
     _schema_routes(app)
     _config_routes(app)

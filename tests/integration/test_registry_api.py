@@ -341,3 +341,22 @@ def test_schema_by_id_cache_hit_answers_like_the_route(api: TestClient) -> None:
     assert (hit.status_code, hit.content) == (miss.status_code, miss.content)
     assert hit.headers["content-type"] == miss.headers["content-type"] == MEDIA
     assert "x-request-id" in hit.headers
+
+
+def test_database_gone_is_50001(postgres_url: str) -> None:
+    import sqlalchemy
+
+    from tests.conftest import POSTGRES_ADMIN_URL
+
+    with TestClient(create_app(RegistrySettings(database_url=postgres_url))) as client:
+        assert client.get("/subjects").status_code == 200
+        admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        name = postgres_url.rsplit("/", 1)[1]
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+        r = client.get("/subjects")
+        assert r.status_code == 500
+        assert r.json()["error_code"] == 50001
+        assert r.json()["message"].startswith("Error in the backend data store: OperationalError")
+        assert client.get("/readyz").status_code == 503

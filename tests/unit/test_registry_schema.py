@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.registry.errors import InvalidSchemaError
-from headwater.registry.schema import SchemaReference, fingerprint, parse
+from headwater.registry.errors import InvalidSchemaError, SchemaTooLargeError
+from headwater.registry.schema import MAX_SCHEMA_BYTES, SchemaReference, fingerprint, parse
 from headwater.registry.serde import SerializationError, decode_header, encode, topic_subject
 
 
@@ -40,6 +40,13 @@ def test_invalid_schemas_say_what_is_wrong(text: str, reason: str) -> None:
 def test_unsupported_schema_type() -> None:
     with pytest.raises(InvalidSchemaError, match="Unsupported schema type 'PROTOBUF'"):
         parse('"string"', schema_type="PROTOBUF")
+
+
+def test_too_large_schema_is_42209() -> None:
+    doc = '{"type": "string", "doc": "' + "x" * MAX_SCHEMA_BYTES + '"}'
+    with pytest.raises(SchemaTooLargeError) as raised:
+        parse(doc)
+    assert raised.value.error_code == 42209
 
 
 def test_identity_text_drops_whitespace_only() -> None:
