@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
@@ -25,6 +26,7 @@ from services.coordinator.models import (
     HeartbeatResponse,
     ResetBody,
 )
+from services.coordinator.redis_server import PrivateRedis
 from services.coordinator.settings import CoordinatorSettings
 from services.coordinator.store import GroupStore
 
@@ -44,15 +46,27 @@ def create_app(
 ) -> FastAPI:
     """Build the app; Redis and the sweeper start with the app's lifespan.
 
-    ``settings.redis_url`` must be set here (``__main__`` starts a private Redis when it is not);
+    With an empty ``settings.redis_url`` the lifespan starts a private redis-server under
+    ``settings.data_dir`` and stops it at shutdown (in the lifespan, because uvicorn re-raises
+    SIGTERM after a graceful shutdown, so code after ``serve()`` never runs).
     ``broker_transport`` lets tests reach a broker app in-process.
     """
-    if not settings.redis_url:
-        raise ValueError("create_app needs settings.redis_url (python -m starts a private Redis)")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = Redis.from_url(settings.redis_url)
+        async with contextlib.AsyncExitStack() as stack:
+            url = settings.redis_url
+            if not url:
+                private = PrivateRedis(Path(settings.data_dir))
+                await asyncio.to_thread(private.start)
+                stack.callback(private.stop)
+                url = private.url
+            await stack.enter_async_context(serving(app, url))
+            yield
+
+    @contextlib.asynccontextmanager
+    async def serving(app: FastAPI, url: str) -> AsyncIterator[None]:
+        redis = Redis.from_url(url)
         metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport)
         store = GroupStore(redis, settings.key_prefix, settings.offsets_retention_ms)
         coordinator = Coordinator(
