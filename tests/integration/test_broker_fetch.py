@@ -243,3 +243,29 @@ async def test_lookup_offset_by_timestamp(tmp_path: Path) -> None:
         assert first.json() == {"offset": 0, "timestamp": 1000}
         none = await client.get(path, params={"timestamp": 3001})
         assert none.json() == {"offset": None, "timestamp": None}
+
+
+async def test_concurrent_appends_get_distinct_contiguous_offsets(tmp_path: Path) -> None:
+    async with broker(tmp_path, fsync="always") as (_b, client):
+        topic = await make_topic(client)
+        bases = await asyncio.gather(
+            *(append(client, topic, [f"{i}-a".encode(), f"{i}-b".encode()]) for i in range(20))
+        )
+        assert sorted(bases) == list(range(0, 40, 2))
+        values = await fetch(client, topic, KAFKA_BINARY, offset=0)
+        assert len({r["value"] for r in values.json()}) == 40
+
+
+async def test_domain_metrics(tmp_path: Path) -> None:
+    async with broker(tmp_path) as (_b, client):
+        topic = await make_topic(client)
+        await append(client, topic, [b"1", b"2", b"3"])
+        await fetch(client, topic, BATCHES, offset=0)
+        text = (await client.get("/metrics")).text
+        lines = {line for line in text.splitlines() if f'topic="{topic}"' in line}
+        assert f'headwater_broker_produce_records_total{{topic="{topic}"}} 3.0' in lines
+        assert f'headwater_broker_fetch_records_total{{topic="{topic}"}} 3.0' in lines
+        assert f'headwater_broker_log_end_offset{{partition="0",topic="{topic}"}} 3.0' in lines
+        await client.delete(f"/topics/{topic}")
+        text = (await client.get("/metrics")).text
+        assert f'topic="{topic}"' not in text
