@@ -11,15 +11,19 @@ fresh database, and the Redis key prefix a private one.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import httpx
 import pytest
 import yaml
@@ -283,3 +287,90 @@ def test_compose_services_come_up_healthy_and_serve(
         parsed = [json.loads(line) for line in lines if line.strip()]
         expected = name.split("-")[0]
         assert {line["service"] for line in parsed} == {expected}, name
+
+
+def confluent_avro(schema: dict[str, Any], schema_id: int, record: dict[str, Any]) -> bytes:
+    """Confluent wire format: 0x00, the 4-byte big-endian schema id, Avro binary."""
+    out = io.BytesIO()
+    out.write(b"\x00" + struct.pack(">I", schema_id))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+@pytest.mark.spark
+def test_compose_validation_job_runs_as_a_plain_process(
+    platform: dict[str, tuple[ServiceProcess, dict[str, Any]]], tmp_path: Path
+) -> None:
+    topic = unique("compose-validate")
+    services = compose.load(
+        COMPOSE_FILE, {"POSTGRES_PASSWORD": "compose-test", "VALIDATE_TOPIC": topic}
+    )["services"]
+    job = services["validate"]
+    broker = platform["broker-0"][0].url
+    registry = platform["registry"][0].url
+    dead_letter = f"{topic}-dead-letter"
+    assert job["command"][2] == topic
+    assert job["command"][job["command"].index("--dead-letter-topic") + 1] == dead_letter
+    for name in (topic, dead_letter):
+        response = httpx.post(f"{broker}/topics", json={"name": name}, timeout=10)
+        assert response.status_code == 201, response.text
+    schema = {"type": "record", "name": "Reading", "fields": [{"name": "n", "type": "long"}]}
+    registered = httpx.post(
+        f"{registry}/subjects/{topic}-value/versions",
+        json={"schema": json.dumps(schema)},
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        timeout=10,
+    )
+    assert registered.status_code == 200, registered.text
+    schema_id = registered.json()["id"]
+    values = [
+        confluent_avro(schema, schema_id, {"n": 1}),
+        b'{"n": 2}',  # JSON where Confluent framing is expected
+        confluent_avro(schema, schema_id, {"n": 3}),
+    ]
+    produced = httpx.post(
+        f"{broker}/topics/{topic}",
+        json={"records": [{"value": base64.b64encode(v).decode()} for v in values]},
+        headers={"Content-Type": "application/vnd.kafka.binary.v2+json"},
+        timeout=10,
+    )
+    assert produced.status_code == 200, produced.text
+
+    # The declared command and environment, with container paths and hosts pointed locally.
+    output = tmp_path / "output"
+    output.mkdir()
+    endpoints = {
+        f"{name}:{published_port(platform[name][1]['service'])}": f"127.0.0.1:{p.port}"
+        for name, (p, _) in platform.items()
+    }
+    env: dict[str, str] = {}
+    for key, value in compose.environment(job).items():
+        for container, local in endpoints.items():
+            value = value.replace(f"//{container}", f"//{local}")
+        assert not CONTAINER_HOST.search(value), (key, value)
+        env[key] = value
+    assert job["working_dir"] == "/var/lib/headwater/output"
+    command = [part.replace(job["working_dir"], str(output)) for part in job["command"]]
+    assert command[0] == "headwater"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "headwater"), *command[1:]],
+        cwd=output,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["records"] == 3
+    assert summary["outcomes"] == {"invalid": 1, "valid": 2}
+    assert summary["reasons"] == {"BAD_FRAMING": 1}
+    assert list((output / "valid").rglob("*.parquet"))
+    dead = httpx.get(
+        f"{broker}/topics/{dead_letter}/partitions/0/records",
+        params={"offset": 0},
+        headers={"Accept": "application/vnd.kafka.binary.v2+json"},
+        timeout=10,
+    )
+    assert dead.status_code == 200, dead.text
+    assert [base64.b64decode(r["value"]) for r in dead.json()] == [b'{"n": 2}']
