@@ -1,6 +1,7 @@
 """docker-compose.yml's app services run as plain processes with their declared command and env.
 
-They must come up healthy and serve a produce/fetch round trip and a schema registration. The file
+They must come up healthy and serve a produce/fetch round trip and a schema registration; the
+Spark validation job (profile ``spark``) runs the same way over a crafted topic. The file
 is parsed (tests/deploy/compose.py); each service's ``command`` is run as is (with this interpreter
 as ``python``) and its ``environment`` kept, except what only makes sense inside the compose
 network, rewritten by one rule each: listen ports become free loopback ports, ``0.0.0.0`` becomes
