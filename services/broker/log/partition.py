@@ -107,6 +107,7 @@ class PartitionLog:
         self.producers = ProducerStateTable()
         self.lock = asyncio.Lock()
         self._waiter: asyncio.Future[None] | None = None
+        self._sync_task: asyncio.Task[None] | None = None
         self.closed = False
         self.deleted = False
 
@@ -209,14 +210,31 @@ class PartitionLog:
             results, writes = self._plan(batches, now_ms)
             if writes:
                 self._write(buf, batches, writes, now_ms)
-                if self.fsync == "always":
-                    try:
-                        await asyncio.to_thread(self.active.flush)
-                    except OSError as exc:
-                        # Not acknowledged and not visible; the next successful sync covers it.
-                        raise StorageError(f"fsync of {self.active.log_path}: {exc}") from exc
-                self._publish()
-            return results
+            written = self.log_end_offset
+        if self.fsync == "always":
+            # Outside the lock: appends that arrive meanwhile are written and share the next
+            # fdatasync (group commit). Duplicates wait too: their original may be unsynced.
+            await self._sync_until(written)
+        return results
+
+    async def _sync_until(self, offset: int) -> None:
+        """Return once everything below ``offset`` is fdatasynced and visible to readers."""
+        while self.high_watermark < offset:
+            if self._sync_task is None:
+                self._sync_task = asyncio.create_task(self._sync())
+            await asyncio.shield(self._sync_task)
+
+    async def _sync(self) -> None:
+        """One fdatasync of the active segment covering every byte written so far."""
+        segment, end = self.active, self.log_end_offset
+        try:
+            await asyncio.to_thread(segment.flush)
+        except OSError as exc:
+            # Not acknowledged and not visible; a later successful sync covers these bytes.
+            raise StorageError(f"fsync of {segment.log_path}: {exc}") from exc
+        finally:
+            self._sync_task = None
+        self._publish(end)
 
     def _closed_error(self) -> Exception:
         if self.deleted:
@@ -331,11 +349,11 @@ class PartitionLog:
             return
         self.active.append(chunks, accounted, self.config.index_interval_bytes)
         self.log_end_offset = Offset(self.active.next_offset)
-        if self.fsync != "always":
-            self.high_watermark = self.log_end_offset
         # Batches now in the file are part of the log whatever happens next: commit their state.
         self.producers.commit(pending)
         pending.clear()
+        if self.fsync != "always":
+            self._publish(self.log_end_offset)
 
     def _roll(self, now_ms: int) -> None:
         """Close the active segment and start a new one at the log end offset."""
@@ -361,8 +379,11 @@ class PartitionLog:
         for offset in snapshot_offsets(self.directory)[:-keep]:
             (self.directory / f"{offset:020d}.snapshot").unlink(missing_ok=True)
 
-    def _publish(self) -> None:
-        self.high_watermark = self.log_end_offset
+    def _publish(self, offset: int) -> None:
+        """Make offsets below ``offset`` readable and wake long-polling fetches."""
+        if offset <= self.high_watermark:
+            return
+        self.high_watermark = Offset(offset)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

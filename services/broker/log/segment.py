@@ -208,8 +208,13 @@ class Segment:
     def flush(self) -> None:
         """Make every appended byte durable (fdatasync)."""
         if self.dirty and self._fd >= 0:
+            # Cleared first: bytes appended while fdatasync runs (another thread) set it again.
             self.dirty = False
-            os.fdatasync(self._fd)
+            try:
+                os.fdatasync(self._fd)
+            except OSError:
+                self.dirty = True
+                raise
 
     def write_indexes(self) -> None:
         """Persist both indexes; a closing segment also records its largest timestamp."""
