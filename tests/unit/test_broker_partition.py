@@ -336,3 +336,16 @@ def test_producer_state_survives_clean_restart_and_crash(tmp_path: Path) -> None
     with pytest.raises(OutOfOrderSequenceError):
         append(again, batch(1, pid=3, epoch=0, seq=11))
     assert append(again, batch(1, pid=3, epoch=0, seq=10))[0].base_offset == 10
+
+
+def test_batches_larger_than_the_scan_chunk_are_found_and_read_whole(tmp_path: Path) -> None:
+    big = batch(2, size=50_000)  # ~100 KB, larger than the 64 KiB header-scan chunk
+    plog = open_log(tmp_path, index_interval_bytes=10_000_000)
+    for _ in range(4):
+        append(plog, big)
+    assert len(plog.active.index) == 0  # every lookup scans headers from position 0
+    data = plog.read(7, 1)
+    assert (len(data.data), data.next_offset, data.records) == (len(big), 8, 2)
+    assert offsets_read(plog, 5, 2 * len(big)) == [4, 5, 6, 7]
+    crash(plog)
+    assert open_log(tmp_path).log_end_offset == 8
