@@ -352,7 +352,7 @@ def print_table(rows: list[Row], notes: list[str]) -> None:
         return None
 
     header = (
-        f"{'system':<16}{'operation':<38}{'size':>6}{'records/s':>13}{'MB/s':>9}"
+        f"{'system':<16}{'operation':<46}{'size':>6}{'records/s':>13}{'MB/s':>9}"
         f"{'vs Redis':>10}{'vs NATS':>9}"
     )
     print(header)
@@ -369,7 +369,7 @@ def print_table(rows: list[Row], notes: list[str]) -> None:
             )
             ratios.append(ratio)
         print(
-            f"{row.system:<16}{row.operation + row.note:<38}{row.size:>6}{row.rate:>13,.0f}"
+            f"{row.system:<16}{row.operation + row.note:<46}{row.size:>6}{row.rate:>13,.0f}"
             f"{row.mb_per_s:>9.1f}{ratios[0]:>10}{ratios[1]:>9}"
         )
     for note in notes:

@@ -420,25 +420,54 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
                 raise CorruptRecordError(
                     f"record {len(records)} of batch at {pos} overruns the batch"
                 )
-            i += 1  # record attributes: unused
-            ts_delta, i = _varint(data, i)
-            offset_delta, i = _varint(data, i)
-            key_len, i = _varint(data, i)
-            key: bytes | None
-            if key_len < 0:
-                key = None
+            # attributes (unused) at i; the common one-byte timestampDelta and offsetDelta are
+            # decoded without a call.
+            b = data[i + 1]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                i += 2
             else:
+                ts_delta, i = _varint_slow(data, i + 1)
+            b = data[i]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                i += 1
+            else:
+                offset_delta, i = _varint_slow(data, i)
+            b = data[i]
+            if b == 1:  # -1: null key, the most common key
+                key = None
+                i += 1
+            else:
+                key_len, i = _varint(data, i)
+                if key_len < 0:
+                    raise CorruptRecordError(f"key length {key_len} in batch at {pos}")
                 key = data[i : i + key_len]
                 i += key_len
-            value_len, i = _varint(data, i)
-            value: bytes | None
+            b = data[i]
+            if b < 0x80:
+                value_len = (b >> 1) ^ -(b & 1)
+                i += 1
+            else:
+                c = data[i + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    value_len = (z >> 1) ^ -(z & 1)
+                    i += 2
+                else:
+                    value_len, i = _varint_slow(data, i)
             if value_len < 0:
                 value = None
             else:
                 value = data[i : i + value_len]
                 i += value_len
-            header_count, i = _varint(data, i)
-            headers: list[tuple[str, bytes | None]] = []
+            if data[i] == 0:
+                i += 1
+                headers: list[tuple[str, bytes | None]] = []
+                header_count = 0
+            else:
+                header_count, i = _varint(data, i)
+                headers = []
             for _h in range(header_count):
                 hk_len, i = _varint(data, i)
                 if hk_len < 0:
@@ -461,7 +490,7 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
             append(
                 Record(
                     base_offset + offset_delta,
-                    log_append if log_append is not None else base_ts + ts_delta,
+                    base_ts + ts_delta if log_append is None else log_append,
                     key,
                     value,
                     headers,
