@@ -271,7 +271,17 @@ def test_compose_services_come_up_healthy_and_serve(
     assert f'headwater_broker_produce_records_total{{topic="{topic}"}} 2.0' in broker_metrics
     assert f'headwater_broker_fetch_records_total{{topic="{topic}"}} 2.0' in broker_metrics
     assert f'headwater_broker_log_end_offset{{partition="1",topic="{topic}"}} 2.0' in broker_metrics
+    # HTTP series carry route templates, not raw paths: one series however many topics there are.
+    assert (
+        'headwater_http_requests_total{method="POST",route="/topics/{topic}",status="200"} 1.0'
+        in broker_metrics
+    )
     registry_metrics = httpx.get(f"{registry}/metrics", timeout=10).text
+    assert (
+        'headwater_http_requests_total{method="POST",route="/subjects/{subject}/versions",'
+        'status="200"} 1.0' in registry_metrics
+    )
+    assert f"/subjects/{subject}" not in registry_metrics
     assert "# TYPE headwater_registry_cache_hits_total counter" in registry_metrics
     coordinator_metrics = httpx.get(f"{platform['coordinator'][0].url}/metrics", timeout=10).text
     assert "# TYPE headwater_coordinator_rebalances_total counter" in coordinator_metrics
