@@ -73,22 +73,29 @@ async def drive(
     offset: int,
 ) -> list[float]:
     request = make_request(kind, ids, subject, run)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     latencies: list[float] = []
-    deadline = time.perf_counter() + seconds
     counter = iter(range(offset, offset + 10**9))
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+    # One client (one keep-alive connection) per simulated client: httpx's shared pool
+    # serializes checkouts and at 50 connections measures itself more than the server. Clients
+    # are made and connected before the clock starts.
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    clients = [
+        httpx.AsyncClient(base_url=url, limits=limits, timeout=30) for _ in range(concurrency)
+    ]
+    await asyncio.gather(*(c.get("/healthz") for c in clients))
+    deadline = time.perf_counter() + seconds
 
-        async def worker() -> None:
-            while time.perf_counter() < deadline:
-                n = next(counter)
-                start = time.perf_counter()
-                r = await request(client, n)
-                latencies.append(time.perf_counter() - start)
-                if r.status_code != 200:
-                    raise RuntimeError(f"{kind}: HTTP {r.status_code} {r.text[:200]}")
+    async def worker(client: httpx.AsyncClient) -> None:
+        while time.perf_counter() < deadline:
+            n = next(counter)
+            start = time.perf_counter()
+            r = await request(client, n)
+            latencies.append(time.perf_counter() - start)
+            if r.status_code != 200:
+                raise RuntimeError(f"{kind}: HTTP {r.status_code} {r.text[:200]}")
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker(c) for c in clients))
+    await asyncio.gather(*(c.aclose() for c in clients))
     return latencies
 
 
