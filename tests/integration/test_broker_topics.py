@@ -223,3 +223,31 @@ async def test_health_and_openapi(tmp_path: Path) -> None:
         }
         produce = spec["paths"]["/topics/{topic}"]["post"]
         assert "application/vnd.kafka.binary.v2+json" in produce["requestBody"]["content"]
+
+
+async def test_openapi_documents_response_models_and_errors(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        spec = (await client.get("/openapi.json")).json()
+        create = spec["paths"]["/topics"]["post"]["responses"]
+        assert create["201"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/TopicDescription"
+        }
+        assert create["409"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorBody"
+        }
+        fetch = spec["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]
+        assert set(fetch["responses"]["200"]["content"]) == {
+            "application/json",
+            "application/vnd.kafka.json.v2+json",
+            "application/vnd.kafka.binary.v2+json",
+            "application/vnd.headwater.batches",
+        }
+        assert "416" in fetch["responses"]
+
+
+async def test_json_answers_respect_accept(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        refused = await client.get("/topics", headers={"accept": "text/html"})
+        assert (refused.status_code, refused.json()["error_code"]) == (406, 40601)
+        fine = await client.get("/topics", headers={"accept": "text/html, */*;q=0.1"})
+        assert (fine.status_code, fine.json()) == (200, [])

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from services.broker.api.media import JSON, KAFKA_V2, require_content_type
+from services.broker.api.media import JSON, KAFKA_V2, accept_json, require_content_type
 from services.broker.broker import Broker
 
 
@@ -20,5 +20,11 @@ async def json_body(request: Request) -> None:
     require_content_type(request, (JSON, KAFKA_V2))
 
 
+async def json_answer(request: Request) -> None:
+    """The answer is JSON: 406 40601 unless the Accept header allows it."""
+    accept_json(request)
+
+
 BrokerDep = Annotated[Broker, Depends(get_broker)]
 JSONBodyDep = Depends(json_body)
+JSONAnswerDep = Depends(json_answer)

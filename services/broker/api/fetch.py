@@ -9,14 +9,26 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 
 from headwater.records.batch import Record
-from headwater.service import JSONBody
 from services.broker.api import models
 from services.broker.api.deps import BrokerDep
-from services.broker.api.media import BATCHES, JSON, KAFKA_BINARY, KAFKA_JSON, negotiate
+from services.broker.api.media import (
+    BATCHES,
+    JSON,
+    KAFKA_BINARY,
+    KAFKA_JSON,
+    JSONAnswer,
+    negotiate,
+)
 
-router = APIRouter(tags=["fetch"])
+router = APIRouter(
+    default_response_class=JSONAnswer,
+    tags=["fetch"],
+    responses=models.error_responses(400, 404, 406, 416, 422),
+)
 
-_OFFERED = (JSON, KAFKA_JSON, KAFKA_BINARY, BATCHES)
+_JSON_TYPES = (JSON, KAFKA_JSON, KAFKA_BINARY)
+_OFFERED = (*_JSON_TYPES, BATCHES)
+_RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/FetchedRecord"}}
 
 
 def _json_value(data: bytes | None) -> Any:
@@ -57,7 +69,10 @@ def render_records(topic: str, partition: int, records: list[Record], binary: bo
     responses={
         200: {
             "description": "Records (JSON types) or raw stored batches (batches type)",
-            "content": {BATCHES: {"schema": {"type": "string", "format": "binary"}}},
+            "content": {
+                **{media: {"schema": _RECORDS_SCHEMA} for media in _JSON_TYPES},
+                BATCHES: {"schema": {"type": "string", "format": "binary"}},
+            },
             "headers": {
                 "Headwater-High-Watermark": {"schema": {"type": "integer"}},
                 "Headwater-Log-Start-Offset": {"schema": {"type": "integer"}},
@@ -87,7 +102,7 @@ async def fetch(
     )
     body = render_records(topic, partition, fetched.records, media == KAFKA_BINARY)
     bounds = (fetched.high_watermark, fetched.log_start_offset, fetched.next_offset)
-    return JSONBody(body, media_type=media, headers=_bound_headers(*bounds))
+    return JSONAnswer(body, media_type=media, headers=_bound_headers(*bounds))
 
 
 def _bound_headers(high_watermark: int, log_start: int, next_offset: int) -> dict[str, str]:

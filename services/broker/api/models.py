@@ -122,3 +122,15 @@ class FetchedRecord(BaseModel):
     offset: int
     timestamp: int
     headers: list[RecordHeader]
+
+
+class ErrorBody(BaseModel):
+    """Every error: a stable five-digit code (first three digits = HTTP status) and a message."""
+
+    error_code: int
+    message: str
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the error statuses a route can answer with."""
+    return {status: {"model": ErrorBody, "description": "Error"} for status in statuses}

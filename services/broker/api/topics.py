@@ -5,9 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Response
 
 from services.broker.api import models
-from services.broker.api.deps import BrokerDep, JSONBodyDep
+from services.broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
+from services.broker.api.media import JSONAnswer
 
-router = APIRouter(tags=["topics"])
+router = APIRouter(
+    default_response_class=JSONAnswer,
+    tags=["topics"],
+    dependencies=[JSONAnswerDep],
+    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
+)
 
 
 @router.post(
