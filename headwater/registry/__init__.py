@@ -1,0 +1,1 @@
+"""The schema registry's shared core: schemas, compatibility, errors, client SDK and Avro serde."""

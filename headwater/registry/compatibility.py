@@ -21,7 +21,7 @@ both; ``*_TRANSITIVE`` against every live version instead of the latest; NONE no
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -309,7 +309,3 @@ def pointer(location: Sequence[str]) -> str:
     if not location:
         return "/"
     return "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in location)
-
-
-def iter_kinds(findings: Sequence[Finding]) -> Iterator[Kind]:
-    return (f.incompatibility.kind for f in findings)

@@ -206,12 +206,6 @@ class SQLStore:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
-    def schema_version(self) -> int:
-        with self.read() as conn:
-            return int(
-                conn.execute(sa.select(sa.func.max(schema_migrations.c.version))).scalar_one()
-            )
-
     # --- schemas --------------------------------------------------------------------------------
 
     def get_schema(self, conn: Connection, schema_id: int) -> StoredSchema | None:
