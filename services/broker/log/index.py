@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from array import array
 from pathlib import Path
 
 OFFSET_ENTRY = struct.Struct(">II")
@@ -47,8 +48,10 @@ class OffsetIndex:
 
     def __init__(self, base_offset: int) -> None:
         self.base_offset = base_offset
-        self.offsets: list[int] = []
-        self.positions: list[int] = []
+        # Typed arrays: 16 bytes an entry instead of ~70 for lists of ints (a full 1 GiB segment
+        # of small batches has a quarter of a million entries).
+        self.offsets = array("q")
+        self.positions = array("q")
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -61,11 +64,6 @@ class OffsetIndex:
         """Position of the last indexed batch starting at or before ``offset`` (0 if none)."""
         i = bisect.bisect_right(self.offsets, offset) - 1
         return self.positions[i] if i >= 0 else 0
-
-    def truncate_to_position(self, size: int) -> None:
-        """Drop entries pointing at or beyond ``size`` bytes of log."""
-        i = bisect.bisect_left(self.positions, size)
-        del self.offsets[i:], self.positions[i:]
 
     def to_bytes(self) -> bytes:
         base = self.base_offset
@@ -100,8 +98,8 @@ class TimeIndex:
 
     def __init__(self, base_offset: int) -> None:
         self.base_offset = base_offset
-        self.timestamps: list[int] = []
-        self.offsets: list[int] = []
+        self.timestamps = array("q")
+        self.offsets = array("q")
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -123,11 +121,6 @@ class TimeIndex:
         """
         i = bisect.bisect_left(self.timestamps, timestamp) - 1
         return self.offsets[i] if i >= 0 else self.base_offset - 1
-
-    def truncate_to_offset(self, end_offset: int) -> None:
-        """Drop entries for offsets at or beyond ``end_offset``."""
-        i = bisect.bisect_left(self.offsets, end_offset)
-        del self.timestamps[i:], self.offsets[i:]
 
     def to_bytes(self) -> bytes:
         base = self.base_offset
