@@ -269,3 +269,16 @@ async def test_domain_metrics(tmp_path: Path) -> None:
         await client.delete(f"/topics/{topic}")
         text = (await client.get("/metrics")).text
         assert f'topic="{topic}"' not in text
+
+
+async def test_background_retention_runs_on_its_interval(tmp_path: Path) -> None:
+    old = int(time.time() * 1000) - 2 * DAY_MS
+    async with broker(tmp_path, retention_check_interval_ms=50) as (_b, client):
+        topic = await make_topic(client, {"retention.ms": str(DAY_MS)})
+        await append(client, topic, [b"1", b"2"], timestamp_ms=old)
+        path = f"/topics/{topic}/partitions/0/offsets"
+        deadline = time.monotonic() + 5
+        while (await client.get(path)).json()["beginning_offset"] == 0:
+            assert time.monotonic() < deadline, "retention did not run"
+            await asyncio.sleep(0.05)
+        assert (await client.get(path)).json() == {"beginning_offset": 2, "end_offset": 2}
