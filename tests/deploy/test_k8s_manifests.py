@@ -445,3 +445,39 @@ def test_every_app_container_runs_a_module_that_exists() -> None:
             if component(container) in APP_SERVICES:
                 module = container["command"][2]
                 assert importlib.util.find_spec(f"{module}.__main__") is not None, module
+
+
+URL = re.compile(r"[a-z+]+://(?:[^@/\s]*@)?([A-Za-z0-9.$()_-]+):(\d+)")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_urls_in_configuration_point_at_services_that_exist(overlay: str) -> None:
+    objects = rendered(overlay)
+    services = {o["metadata"]["name"]: o for o in by_kind(objects, "Service")}
+    stateful = {o["spec"]["serviceName"]: o for o in by_kind(objects, "StatefulSet")}
+    values = [v for o in by_kind(objects, "ConfigMap") for v in o["data"].values()]
+    values += [v for o in by_kind(objects, "Secret") for v in o.get("stringData", {}).values()]
+    values += [
+        e["value"]
+        for _, t in workloads(objects)
+        for c in t["spec"]["containers"]
+        for e in c.get("env", [])
+        if "value" in e
+    ]
+    checked = 0
+    for value in values:
+        for host, port in URL.findall(value):
+            name = host.split(".")[1] if "." in host else host
+            service = services[name]
+            assert int(port) in {p["port"] for p in service["spec"]["ports"]}, value
+            if "." in host:
+                # <pod>.<headless service>: the pod must be one of the StatefulSet's replicas.
+                pod = host.split(".")[0]
+                owner = stateful[name]
+                if pod != "$(POD_NAME)":
+                    ordinal = int(pod.removeprefix(owner["metadata"]["name"] + "-"))
+                    assert ordinal < owner["spec"]["replicas"], value
+            checked += 1
+    # Coordinator and validation job each list the 3 brokers; registry URL; advertised URL;
+    # dev adds the Redis and PostgreSQL URLs in its Secrets.
+    assert checked == {"dev": 10, "prod": 8}[overlay]
