@@ -428,3 +428,30 @@ async def test_expired_producer_ids_are_unknown(tmp_path: Path) -> None:
         expired = await post_batches(client, topic, await idempotent_batch(producer, 0, [b"a"]))
         assert (expired.status_code, expired.json()["error_code"]) == (404, 40405)
         assert await end_offsets(client, topic) == [0]
+
+
+async def test_streamed_bodies_without_content_length(tmp_path: Path) -> None:
+    async def chunks(data: bytes, size: int) -> AsyncIterator[bytes]:
+        for i in range(0, len(data), size):
+            yield data[i : i + size]
+
+    async with broker(tmp_path, max_request_bytes=1000) as client:
+        topic = await make_topic(client)
+        good = batch([b"a" * 300, b"b" * 300])
+        ok = await client.post(
+            f"/topics/{topic}/partitions/0/batches",
+            content=chunks(good, 100),
+            headers={"content-type": BATCHES},
+        )
+        assert ok.json()["batches"][0]["last_offset"] == 1
+        big = batch([b"c" * 600, b"d" * 600])
+        refused = await client.post(
+            f"/topics/{topic}/partitions/0/batches",
+            content=chunks(big, 100),
+            headers={"content-type": BATCHES},
+        )
+        assert (refused.status_code, refused.json()) == (
+            413,
+            {"error_code": 41301, "message": "Request body exceeds the 1000-byte limit"},
+        )
+        assert await end_offsets(client, topic) == [2]
