@@ -27,9 +27,10 @@ request_id: ContextVar[str | None] = ContextVar("headwater_request_id", default=
 """The ``X-Request-ID`` of the request this task is serving, or None outside a request."""
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and is emitted.
+# uvicorn adds ``color_message`` (the message with ANSI colour codes) for its terminal formatter.
 _STANDARD_ATTRS = frozenset(
     logging.LogRecord("", 0, "", 0, "", (), None).__dict__.keys()
-    | {"message", "asctime", "taskName"}
+    | {"message", "asctime", "taskName", "color_message"}
 )
 
 

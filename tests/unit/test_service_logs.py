@@ -48,6 +48,20 @@ def test_a_record_is_one_json_object_with_static_fields_and_extras(captured: io.
     assert len(line["ts"]) == len("2026-11-25T21:40:00.123Z")
 
 
+def test_uvicorn_terminal_colours_are_left_out(captured: io.StringIO) -> None:
+    logging.getLogger("uvicorn.error").info(
+        "Started server process [%d]", 42, extra={"color_message": "\x1b[36m%d\x1b[0m"}
+    )
+    [line] = lines(captured)
+    assert line == {
+        "ts": line["ts"],
+        "level": "INFO",
+        "logger": "uvicorn.error",
+        "message": "Started server process [42]",
+        "service": "unit",
+    }
+
+
 def test_exceptions_are_kept_in_one_line(captured: io.StringIO) -> None:
     try:
         raise ValueError("bad\nvalue")
