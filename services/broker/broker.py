@@ -391,6 +391,13 @@ class Broker:
                     f"Batch at position {pos} is {header.size} bytes; the topic's "
                     f"max.message.bytes is {limit}"
                 )
+            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+                # As Kafka's log validator: a batch's offsets must be its records, one each,
+                # or a producer could claim offsets it never fills.
+                raise InvalidRecordError(
+                    f"Batch at position {pos} has {header.records_count} record(s) but "
+                    f"lastOffsetDelta {header.last_offset_delta}: expected records - 1"
+                )
             if header.is_transactional or header.is_control:
                 raise InvalidRecordError(
                     f"Batch at position {pos} is transactional or a control batch; "

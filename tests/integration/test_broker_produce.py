@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from headwater.records.batch import encode_batch
+from headwater.records.crc import crc32c
 from services.broker.app import create_app
 from services.broker.broker import Broker
 from services.broker.settings import BrokerSettings
@@ -264,6 +266,14 @@ def corrupt(data: bytes) -> bytes:
     return bytes(broken)
 
 
+def offset_gap(data: bytes) -> bytes:
+    """The same records claiming 100 offsets (lastOffsetDelta 99), CRC re-sealed."""
+    broken = bytearray(data)
+    struct.pack_into(">i", broken, 23, 99)
+    struct.pack_into(">I", broken, 17, crc32c(bytes(broken[21:])))
+    return bytes(broken)
+
+
 def wrong_magic(data: bytes) -> bytes:
     broken = bytearray(data)
     broken[16] = 1
@@ -279,8 +289,17 @@ def wrong_magic(data: bytes) -> bytes:
         (lambda good: good + b"\x00" * 20, 400, 40003),
         (lambda good: b"", 400, 40003),
         (lambda good: good + batch([b"z" * 300]), 413, 41302),
+        (lambda good: good + offset_gap(good), 422, 42205),
     ],
-    ids=["bad-crc", "wrong-magic", "truncated", "trailing-garbage", "empty", "too-large"],
+    ids=[
+        "bad-crc",
+        "wrong-magic",
+        "truncated",
+        "trailing-garbage",
+        "empty",
+        "too-large",
+        "offsets-without-records",
+    ],
 )
 async def test_rejected_batches_append_nothing(
     tmp_path: Path, make_body: Any, status: int, code: int
