@@ -32,6 +32,7 @@ from headwater.config import ProducerConfig
 from headwater.errors import (
     HeadwaterError,
     PartitionNotFoundError,
+    UnknownProducerIdError,
     UnknownServerError,
 )
 from headwater.records.batch import HEADER_SIZE, encode_batch
@@ -277,6 +278,7 @@ class Producer:
         self._partitions_fetched: dict[str, float] = {}
         self._sticky_open: dict[str, _Batch] = {}
         self._identity: tuple[ProducerId, ProducerEpoch] | None = None
+        self._identity_lock = threading.Lock()
         self._sequences: dict[tuple[str, int], int] = {}
         self._workers = ThreadPoolExecutor(
             max_workers=max(cfg.max_in_flight, 2), thread_name_prefix="headwater-producer"
@@ -641,18 +643,26 @@ class Producer:
 
     def _producer_identity(self, batch: _Batch) -> tuple[ProducerId, ProducerEpoch]:
         """The producer id and epoch, fetched once (retried like a batch until its deadline)."""
-        if self._identity is not None:
-            return self._identity
+        identity = self._identity
+        if identity is not None:
+            return identity
         deadline = batch.created + self.config.delivery_timeout_ms / 1000
-        while True:
-            try:
-                self._identity = self._client().init_producer()
-                return self._identity
-            except Exception as exc:
-                if not _retriable(exc) or time.monotonic() >= deadline:
-                    raise
-                self._rotate()
-                time.sleep(self.config.retry_backoff_ms / 1000)
+        # One fetch at a time: sequences count from 0 under each new id, so two threads must not
+        # each install an id of their own.
+        with self._identity_lock:
+            while self._identity is None:
+                try:
+                    identity = self._client().init_producer()
+                except Exception as exc:
+                    if not _retriable(exc) or time.monotonic() >= deadline:
+                        raise
+                    self._rotate()
+                    time.sleep(self.config.retry_backoff_ms / 1000)
+                    continue
+                with self._lock:
+                    self._identity = identity
+                    self._sequences.clear()
+            return self._identity
 
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
@@ -674,6 +684,7 @@ class Producer:
         first = group[0]
         deadline = first.created + cfg.delivery_timeout_ms / 1000
         attempts = 0
+        renumbered = False
         try:
             body = b"".join([self._encode(batch) for batch in group])
             while True:
@@ -681,6 +692,15 @@ class Producer:
                     acks = self._client().produce_batches(
                         first.topic, first.partition, body, acks=cfg.acks
                     )
+                except UnknownProducerIdError:
+                    # The broker forgot this producer id (unused past its expiration): nothing
+                    # sent under it can be deduplicated any more, so, as Kafka's producer does,
+                    # take a new id and renumber these batches from the partition's new sequence.
+                    if not cfg.enable_idempotence or renumbered:
+                        raise
+                    renumbered = True
+                    body = self._renumber(group)
+                    continue
                 except Exception as exc:
                     attempts += 1
                     if not _retriable(exc) or attempts > cfg.retries:
@@ -705,6 +725,24 @@ class Producer:
                     self._identity = None
                     self._sequences.clear()
             self._finish(group, [], exc)
+
+    def _renumber(self, group: list[_Batch]) -> bytes:
+        """Give ``group`` a fresh producer identity and sequences; return its new encoding."""
+        stale = group[0].identity[:2]
+        with self._lock:
+            if self._identity is not None and tuple(self._identity) == stale:
+                self._identity = None
+                self._sequences.clear()
+        producer_id, epoch = self._producer_identity(group[0])
+        tp = (group[0].topic, group[0].partition)
+        with self._lock:
+            sequence = self._sequences.get(tp, 0)
+            for batch in group:
+                batch.identity = (producer_id, epoch, sequence)
+                batch.encoded = None
+                sequence = (sequence + len(batch.records)) & 0x7FFFFFFF
+            self._sequences[tp] = sequence
+        return b"".join([self._encode(batch) for batch in group])
 
     def _finish(
         self, group: list[_Batch], acks: list[BatchAck], error: BaseException | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -295,3 +296,24 @@ def test_produce_many_keeps_order_partitions_and_results(broker: ServiceProcess)
         pytest.raises(TypeError, match="values must be bytes or None, got str"),
     ):
         producer.produce_many(topic, ["text"])  # type: ignore[list-item]
+
+
+def test_an_expired_producer_id_is_replaced_and_the_batch_renumbered(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        "BROKER_PORT": str(port),
+        "BROKER_DATA_DIR": str(tmp_path),
+        "BROKER_PRODUCER_ID_EXPIRATION_MS": "200",
+        "BROKER_RETENTION_CHECK_INTERVAL_MS": "100",
+    }
+    with ServiceProcess("services.broker", port, env, log_path=tmp_path / "log.txt") as process:
+        topic = _topic(process, 1)
+        with Producer({"bootstrap.servers": process.url, "linger.ms": 0}) as producer:
+            assert producer.produce(topic, b"first").result(10).offset == 0
+            first_id = producer._identity
+            time.sleep(1.0)  # the broker's upkeep forgets the idle producer id
+            assert producer.produce(topic, b"second").result(10).offset == 1
+            assert producer._identity is not None
+            assert first_id is not None
+            assert producer._identity[0] != first_id[0]
+        assert [r.value for r in _read_all(process, topic, 0)] == [b"first", b"second"]
