@@ -147,10 +147,10 @@ def run_threads(count: int, work: Callable[[int], int]) -> tuple[int, float]:
     return sum(results), time.perf_counter() - started
 
 
-def bench_batches(url: str, size: int, seconds: float) -> tuple[Row, Row]:
+def bench_batches(url: str, size: int, seconds: float, connections: int) -> tuple[Row, Row]:
     topic = f"bench-batches-{uuid.uuid4().hex[:8]}"
     with AdminClient({"bootstrap.servers": url}) as admin:
-        admin.create_topic(topic, PARTITIONS)
+        admin.create_topic(topic, connections)
     value = os.urandom(size)
     per_batch = max(1, BATCH_BYTES // (size + 12))
     batch = encode_batch([(None, value, ())] * per_batch)
@@ -166,8 +166,9 @@ def bench_batches(url: str, size: int, seconds: float) -> tuple[Row, Row]:
                 sent += per_request
         return sent
 
-    produced, elapsed = run_threads(PARTITIONS, produce)
-    ingest = Row("Headwater", "batch ingest (HTTP, 4 conns)", size, produced, elapsed)
+    produced, elapsed = run_threads(connections, produce)
+    label = f"(HTTP, {connections} conns)"
+    ingest = Row("Headwater", f"batch ingest {label}", size, produced, elapsed)
 
     def fetch(partition: int) -> int:
         read = 0
@@ -183,8 +184,8 @@ def bench_batches(url: str, size: int, seconds: float) -> tuple[Row, Row]:
                 offset = got.next_offset
         return read
 
-    fetched, elapsed = run_threads(PARTITIONS, fetch)
-    return ingest, Row("Headwater", "batch fetch (HTTP, 4 conns)", size, fetched, elapsed)
+    fetched, elapsed = run_threads(connections, fetch)
+    return ingest, Row("Headwater", f"batch fetch {label}", size, fetched, elapsed)
 
 
 def _delivered(url: str, topic: str) -> int:
@@ -381,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 s per row, fsync=never only")
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each measurement")
     parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
+    parser.add_argument(
+        "--connections", type=int, default=4, help="connections (one partition each) for batches"
+    )
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -390,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         for policy in policies:
             with BrokerProcess(policy) as broker:
-                ingest, fetch = bench_batches(broker.url, size, seconds)
+                ingest, fetch = bench_batches(broker.url, size, seconds, args.connections)
                 for row in (ingest, fetch):
                     row.note = f" fsync={policy}"
                 rows.extend((ingest, fetch))
