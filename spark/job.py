@@ -47,7 +47,7 @@ from spark.offsets import (
     to_json_offsets,
 )
 from spark.registry import RegisteredSchema, SchemaRegistry
-from spark.source import SOURCE_SCHEMA_DDL
+from spark.source import SOURCE_SCHEMA
 from spark.summary import CountRow, Summary
 from spark.topic_log import TopicLog
 from spark.validation import INVALID, VALID, PayloadValidator
@@ -120,25 +120,16 @@ def validate_batches(
         arrow_schema = to_arrow_schema(output, timezone="UTC")
         data_type = arrow_schema.field("data").type
         source_count = len(arrow_schema) - 5
+        validate = validator.validate
         for batch in batches:
-            outcomes: list[str] = []
-            reasons: list[str | None] = []
-            messages: list[str | None] = []
-            schema_ids: list[int | None] = []
-            data: list[Any] = []
-            for value in batch.column("value").to_pylist():
-                verdict = validator.validate(value)
-                schema_ids.append(verdict.schema_id)
-                if verdict.reason is None:
-                    outcomes.append(VALID)
-                    reasons.append(None)
-                    messages.append(None)
-                    data.append(verdict.record if convert is None else convert(verdict.record))
-                else:
-                    outcomes.append(INVALID)
-                    reasons.append(verdict.reason.value)
-                    messages.append(verdict.message)
-                    data.append(None)
+            verdicts = [validate(value) for value in batch.column("value").to_pylist()]
+            if not verdicts:
+                continue
+            # Transposing the verdict tuples runs in C; only the outcome needs a pass of its own.
+            reasons, messages, schema_ids, data = (list(c) for c in zip(*verdicts, strict=True))
+            outcomes = [VALID if reason is None else INVALID for reason in reasons]
+            if convert is not None:
+                data = [None if d is None else convert(d) for d in data]
             columns = [
                 batch.column(i).cast(arrow_schema.field(i).type) for i in range(source_count)
             ]
@@ -221,12 +212,10 @@ def dead_letter_headers(
 
 def output_schema(expected: RegisteredSchema) -> StructType:
     """Source columns, the verdict, and ``data`` in the expected schema's shape."""
-    source = StructType.fromDDL(SOURCE_SCHEMA_DDL)
-    assert isinstance(source, StructType)
     data_type, _ = spark_type(json.loads(expected.text))
     return StructType(
         [
-            *source.fields,
+            *SOURCE_SCHEMA.fields,
             StructField("outcome", StringType(), False),
             StructField("reason", StringType(), True),
             StructField("message", StringType(), True),
@@ -331,14 +320,17 @@ class ValidationJob:
 
     def _process(self, validated: DataFrame, ranges: list[OffsetRange] | None) -> None:
         """Aggregate, then write every output, from one cached validation pass."""
-        validated = validated.persist(StorageLevel.MEMORY_AND_DISK)
+        c = self.config
+        outputs = bool(c.output_path or c.target_topic or c.dead_letter_topic)
+        if outputs:
+            # Every output reads the same validation pass instead of fetching and decoding again.
+            validated = validated.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             counts = self._counts(validated)
             if not counts:
                 return
             covered = ranges if ranges is not None else ranges_from_counts(counts)
             self.summary.add(counts)
-            c = self.config
             if c.output_path:
                 self._write_parquet(validated.where(sf.col("outcome") == VALID), covered)
             if c.target_topic:
@@ -348,7 +340,8 @@ class ValidationJob:
                     validated.where(sf.col("outcome") == INVALID), c.dead_letter_topic, covered
                 )
         finally:
-            validated.unpersist()
+            if outputs:
+                validated.unpersist()
 
     @staticmethod
     def _counts(validated: DataFrame) -> list[CountRow]:

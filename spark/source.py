@@ -51,7 +51,16 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 from typing_extensions import override
 
 from spark.offsets import (
@@ -71,6 +80,23 @@ SOURCE_SCHEMA_DDL = (
     "topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, key BINARY, "
     "value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 )
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
+)
+"""The same rows as a StructType (built without a running session)."""
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
 DEFAULT_ROWS_PER_BATCH = 10_000
@@ -143,8 +169,8 @@ class HeadwaterDataSource(DataSource):
     def name(cls) -> str:
         return "headwater"
 
-    def schema(self) -> str:
-        return SOURCE_SCHEMA_DDL
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return HeadwaterBatchReader(SourceOptions(dict(self.options)))

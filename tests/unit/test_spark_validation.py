@@ -184,8 +184,14 @@ def test_type_promotion_and_enum_subset_are_readable(validator: PayloadValidator
 def test_incompatible_writer_schema(validator: PayloadValidator) -> None:
     verdict = validator.validate(frame(3, ROGUE, {"id": "x-1"}))
     assert verdict.reason is Reason.INCOMPATIBLE_SCHEMA
-    assert verdict.message.startswith(
+    assert verdict.message == (
         "writer schema id 3 is not readable as expected schema id 1: "
+        "The type at path '/fields/0/type' in the expected schema does not match the writer's "
+        "(reader type: LONG not compatible with writer type: STRING); "
+        "The field 'amount' at path '/fields/1' in the expected schema has no default value and "
+        "is missing in the writer schema; "
+        "The field 'status' at path '/fields/2' in the expected schema has no default value and "
+        "is missing in the writer schema"
     )
     # An older expected schema missing a default for a field the writer lacks: incompatible too.
     v = PayloadValidator(

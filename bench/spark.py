@@ -1,0 +1,241 @@
+"""Spark validation throughput on local[2] beside a single-process fastavro decode loop.
+
+What is measured, in one run, over the same records:
+
+* **fastavro loop** -- one Python process decoding every payload with
+  ``fastavro.schemaless_reader`` (framing skipped, no checks, no I/O): the ceiling of a
+  straightforward single-core consumer.
+* **Spark validate** -- the validation job on ``local[2]`` (session already started): read every
+  record from the broker over HTTP, check framing, look up the writer schema, decode with
+  resolution into the expected schema, aggregate the summary. No outputs written.
+* **Spark validate + Parquet** -- the same, also writing valid records as Parquet.
+
+The broker and registry run as real processes on free loopback ports (``BROKER_FSYNC=never``);
+records are written with pre-encoded batches, spread over ``--partitions`` partitions. Run:
+``python bench/spark.py`` (1,000,000 records) or ``--records 100000`` for a quick pass. Other work
+on the machine moves the numbers: read them as indicative and compare rows of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from headwater.client.broker import BrokerClient  # noqa: E402
+from headwater.records import encode_batch  # noqa: E402
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "customer", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
+        {"name": "coupon", "type": ["null", "string"], "default": None},
+        {"name": "at", "type": "long"},
+    ],
+}
+RECORDS_PER_BATCH = 5000
+TARGET_RATIO = 1.5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start(module: str, env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", module],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{module} exited; see {log}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"{module} did not become healthy; see {log}")
+
+
+def make_payloads(schema_id: int, count: int) -> list[bytes]:
+    parsed = fastavro.parse_schema(ORDER)
+    prefix = b"\x00" + struct.pack(">I", schema_id)
+    rng = random.Random(7)
+    out = []
+    for i in range(count):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(
+            buf,
+            parsed,
+            {
+                "id": i,
+                "customer": f"customer-{rng.randrange(10_000)}",
+                "amount": round(rng.random() * 500, 2),
+                "status": "PAID" if i % 3 else "NEW",
+                "coupon": None if i % 4 else "SPRING",
+                "at": 1_764_000_000_000 + i,
+            },
+        )
+        out.append(prefix + buf.getvalue())
+    return out
+
+
+def produce(broker: str, topic: str, partitions: int, payloads: list[bytes]) -> None:
+    client = BrokerClient(broker, timeout=120)
+    try:
+        per_partition = [payloads[p::partitions] for p in range(partitions)]
+        for p, values in enumerate(per_partition):
+            for start_at in range(0, len(values), RECORDS_PER_BATCH):
+                chunk = values[start_at : start_at + RECORDS_PER_BATCH]
+                batch = encode_batch([(None, v, ()) for v in chunk])
+                client.produce_batches(topic, p, batch)
+    finally:
+        client.close()
+
+
+def fastavro_loop(payloads: list[bytes]) -> float:
+    parsed = fastavro.parse_schema(ORDER)
+    reader = fastavro.schemaless_reader
+    started = time.perf_counter()
+    for value in payloads:
+        reader(io.BytesIO(value[5:]), parsed, None)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--skip-parquet", action="store_true")
+    args = parser.parse_args()
+
+    from spark.job import JobConfig, ValidationJob
+    from spark.session import build_session
+
+    work = Path(tempfile.mkdtemp(prefix="headwater-bench-spark-"))
+    registry_port, broker_port = free_port(), free_port()
+    registry = f"http://127.0.0.1:{registry_port}"
+    broker = f"http://127.0.0.1:{broker_port}"
+    processes = []
+    try:
+        processes.append(
+            start(
+                "services.registry",
+                {
+                    "REGISTRY_PORT": str(registry_port),
+                    "REGISTRY_DATABASE_URL": f"sqlite:///{work / 'registry.db'}",
+                    "REGISTRY_LOG_LEVEL": "warning",
+                },
+                registry_port,
+                work / "registry.log",
+            )
+        )
+        processes.append(
+            start(
+                "services.broker",
+                {
+                    "BROKER_PORT": str(broker_port),
+                    "BROKER_DATA_DIR": str(work / "broker"),
+                    "BROKER_FSYNC": "never",
+                    "BROKER_LOG_LEVEL": "warning",
+                },
+                broker_port,
+                work / "broker.log",
+            )
+        )
+        topic = "bench-orders"
+        httpx.post(
+            f"{broker}/topics", json={"name": topic, "partitions": args.partitions}
+        ).raise_for_status()
+        response = httpx.post(
+            f"{registry}/subjects/{topic}-value/versions",
+            json={"schema": json.dumps(ORDER)},
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        )
+        response.raise_for_status()
+        schema_id = int(response.json()["id"])
+
+        print(f"preparing {args.records:,} records ...", flush=True)
+        payloads = make_payloads(schema_id, args.records)
+        produce(broker, topic, args.partitions, payloads)
+        size = sum(len(v) for v in payloads) / len(payloads)
+
+        loop_s = fastavro_loop(payloads)
+        del payloads
+
+        spark = build_session(args.master, app_name="headwater-bench", shuffle_partitions=2)
+        cores = spark.sparkContext.defaultParallelism
+        rows: list[tuple[str, int, float]] = [
+            ("fastavro decode loop, 1 process", args.records, loop_s)
+        ]
+        configs: list[tuple[str, dict[str, Any]]] = [("Spark validate", {})]
+        if not args.skip_parquet:
+            configs.append(("Spark validate + Parquet", {"output_path": str(work / "valid")}))
+        for name, extra in configs:
+            config = JobConfig(
+                brokers=[broker],
+                registry=registry,
+                topic=topic,
+                state_dir=str(work / "state"),
+                min_partitions=cores,
+                **extra,
+            )
+            summary = ValidationJob(spark, config).run_batch()
+            if summary.outcomes.get("valid") != args.records:
+                raise RuntimeError(f"{name}: expected {args.records} valid, got {summary.outcomes}")
+            rows.append((f"{name}, {args.master}", summary.total, summary.elapsed_s))
+        spark.stop()
+
+        base = args.records / loop_s
+        print()
+        print(
+            f"{args.records:,} records of {size:.0f} B (Confluent-framed Avro), {args.partitions} partitions"
+        )
+        print(f"{'run':<44} {'records':>10} {'seconds':>8} {'records/s':>11} {'vs loop':>8}")
+        for name, count, seconds in rows:
+            rate = count / seconds
+            print(f"{name:<44} {count:>10,} {seconds:>8.2f} {rate:>11,.0f} {rate / base:>7.2f}x")
+        print(f"target: Spark validate >= {TARGET_RATIO}x the loop")
+        return 0
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
