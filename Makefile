@@ -44,5 +44,9 @@ unit: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	$(PY) bench/broker.py
 
+## demo: start a broker and a registry, produce valid and broken Avro, run the Spark validation job.
+demo: $(DEV_STAMP)
+	$(PY) -m spark.demo
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache data
