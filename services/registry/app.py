@@ -4,9 +4,9 @@
 # function, and FastAPI must see their local Annotated dependency types at definition time.
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, TypeVar
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -23,6 +23,7 @@ from services.registry.store import SQLStore
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 log = logging.getLogger("headwater.registry")
+T = TypeVar("T")
 
 
 class RegistryJSON(JSONBody):
@@ -40,8 +41,39 @@ async def _registry(request: Request) -> Registry:
     return registry
 
 
+class Runner(Protocol):
+    """How a route calls the synchronous domain core."""
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any) -> Awaitable[T]: ...
+
+
+async def inline(fn: Callable[..., T], /, *args: Any) -> T:
+    return fn(*args)
+
+
+async def threaded(fn: Callable[..., T], /, *args: Any) -> T:
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+def runner_for(database_url: str) -> Runner:
+    """SQLite calls run on the event loop; PostgreSQL calls in the thread pool.
+
+    A SQLite query is a local file read of microseconds, and this process's writers are queued
+    anyway, so handing each call to a worker thread and back (two thread wake-ups, milliseconds
+    on a busy machine) costs more than it saves. PostgreSQL calls wait on the network, so they
+    leave the loop free for other requests.
+    """
+    return inline if database_url.startswith("sqlite") else threaded
+
+
+async def _runner(request: Request) -> Runner:
+    run: Runner = request.app.state.run
+    return run
+
+
 Subject = Annotated[str, Depends(_subject)]
 Reg = Annotated[Registry, Depends(_registry)]
+Run = Annotated[Runner, Depends(_runner)]
 Flag = Annotated[bool, Query()]
 Offset = Annotated[int, Query(ge=0)]
 Limit = Annotated[int, Query(description="-1 or 0: no limit")]
@@ -82,6 +114,7 @@ def create_app(settings: RegistrySettings) -> FastAPI:
         validation_error=UnprocessableEntityError,
     )
     app.add_middleware(RegistryRouting, media_type=MEDIA_TYPE)
+    app.state.run = runner_for(settings.database_url)
 
     async def on_store_error(request: Request, exc: Exception) -> Response:
         # The database failing (down, timed out) is Confluent's 50001 "error in the backend
@@ -102,8 +135,9 @@ def create_app(settings: RegistrySettings) -> FastAPI:
 
 def _subject_routes(app: FastAPI) -> None:
     @app.get("/subjects", summary="List subjects", response_model=list[str], tags=["subjects"])
-    def list_subjects(
+    async def list_subjects(
         registry: Reg,
+        run: Run,
         subjectPrefix: str = "",  # noqa: N803 -- Confluent's parameter name
         deleted: Flag = False,
         deletedOnly: Flag = False,  # noqa: N803 -- Confluent's parameter name
@@ -112,7 +146,9 @@ def _subject_routes(app: FastAPI) -> None:
         limit: Limit = -1,
     ) -> Response:
         only = deletedOnly or deleted_only
-        return RegistryJSON(registry.list_subjects(subjectPrefix, deleted, only, offset, limit))
+        return RegistryJSON(
+            await run(registry.list_subjects, subjectPrefix, deleted, only, offset, limit)
+        )
 
     @app.post(
         "/subjects/{subject}",
@@ -120,14 +156,15 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=models.SubjectVersion,
         tags=["subjects"],
     )
-    def lookup(
+    async def lookup(
         registry: Reg,
+        run: Run,
         subject: Subject,
         body: models.SchemaRequest,
         normalize: Flag = False,
         deleted: Flag = False,
     ) -> Response:
-        return RegistryJSON(registry.lookup(subject, _input(body), normalize, deleted))
+        return RegistryJSON(await run(registry.lookup, subject, _input(body), normalize, deleted))
 
     @app.delete(
         "/subjects/{subject}",
@@ -135,8 +172,10 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=list[int],
         tags=["subjects"],
     )
-    def delete_subject(registry: Reg, subject: Subject, permanent: Flag = False) -> Response:
-        return RegistryJSON(registry.delete_subject(subject, permanent))
+    async def delete_subject(
+        registry: Reg, run: Run, subject: Subject, permanent: Flag = False
+    ) -> Response:
+        return RegistryJSON(await run(registry.delete_subject, subject, permanent))
 
     @app.get(
         "/subjects/{subject}/versions",
@@ -144,8 +183,9 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=list[int],
         tags=["subjects"],
     )
-    def list_versions(
+    async def list_versions(
         registry: Reg,
+        run: Run,
         subject: Subject,
         deleted: Flag = False,
         deletedOnly: Flag = False,  # noqa: N803 -- Confluent's parameter name
@@ -154,7 +194,9 @@ def _subject_routes(app: FastAPI) -> None:
         limit: Limit = -1,
     ) -> Response:
         only = deletedOnly or deleted_only
-        return RegistryJSON(registry.list_versions(subject, deleted, only, offset, limit))
+        return RegistryJSON(
+            await run(registry.list_versions, subject, deleted, only, offset, limit)
+        )
 
     @app.post(
         "/subjects/{subject}/versions",
@@ -162,10 +204,16 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=models.RegisteredId,
         tags=["subjects"],
     )
-    def register(
-        registry: Reg, subject: Subject, body: models.SchemaRequest, normalize: Flag = False
+    async def register(
+        registry: Reg,
+        run: Run,
+        subject: Subject,
+        body: models.SchemaRequest,
+        normalize: Flag = False,
     ) -> Response:
-        schema_id = registry.register(subject, _input(body), normalize, body.id, body.version)
+        schema_id = await run(
+            registry.register, subject, _input(body), normalize, body.id, body.version
+        )
         return RegistryJSON({"id": schema_id})
 
     @app.get(
@@ -174,10 +222,10 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=models.SubjectVersion,
         tags=["subjects"],
     )
-    def get_version(
-        registry: Reg, subject: Subject, version: str, deleted: Flag = False
+    async def get_version(
+        registry: Reg, run: Run, subject: Subject, version: str, deleted: Flag = False
     ) -> Response:
-        return RegistryJSON(registry.get_version(subject, version, deleted))
+        return RegistryJSON(await run(registry.get_version, subject, version, deleted))
 
     @app.get(
         "/subjects/{subject}/versions/{version}/schema",
@@ -185,10 +233,10 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=Any,
         tags=["subjects"],
     )
-    def get_version_schema(
-        registry: Reg, subject: Subject, version: str, deleted: Flag = False
+    async def get_version_schema(
+        registry: Reg, run: Run, subject: Subject, version: str, deleted: Flag = False
     ) -> Response:
-        return RegistryJSON(registry.get_version_schema(subject, version, deleted))
+        return RegistryJSON(await run(registry.get_version_schema, subject, version, deleted))
 
     @app.get(
         "/subjects/{subject}/versions/{version}/referencedby",
@@ -196,8 +244,8 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=list[int],
         tags=["subjects"],
     )
-    def referenced_by(registry: Reg, subject: Subject, version: str) -> Response:
-        return RegistryJSON(registry.referenced_by(subject, version))
+    async def referenced_by(registry: Reg, run: Run, subject: Subject, version: str) -> Response:
+        return RegistryJSON(await run(registry.referenced_by, subject, version))
 
     @app.delete(
         "/subjects/{subject}/versions/{version}",
@@ -205,10 +253,10 @@ def _subject_routes(app: FastAPI) -> None:
         response_model=int,
         tags=["subjects"],
     )
-    def delete_version(
-        registry: Reg, subject: Subject, version: str, permanent: Flag = False
+    async def delete_version(
+        registry: Reg, run: Run, subject: Subject, version: str, permanent: Flag = False
     ) -> Response:
-        return RegistryJSON(registry.delete_version(subject, version, permanent))
+        return RegistryJSON(await run(registry.delete_version, subject, version, permanent))
 
 
 def _schema_routes(app: FastAPI) -> None:
@@ -236,8 +284,8 @@ def _schema_routes(app: FastAPI) -> None:
         response_model=Any,
         tags=["schemas"],
     )
-    def schema_text(registry: Reg, id: int) -> Response:
-        return RegistryJSON(registry.schema_text(id))
+    async def schema_text(registry: Reg, run: Run, id: int) -> Response:
+        return RegistryJSON(await run(registry.schema_text, id))
 
     @app.get(
         "/schemas/ids/{id}/subjects",
@@ -245,12 +293,13 @@ def _schema_routes(app: FastAPI) -> None:
         response_model=list[str],
         tags=["schemas"],
     )
-    def schema_subjects(
+    async def schema_subjects(
         registry: Reg,
+        run: Run,
         id: int,
         deleted: Flag = False,
     ) -> Response:
-        return RegistryJSON(registry.schema_subjects(id, deleted))
+        return RegistryJSON(await run(registry.schema_subjects, id, deleted))
 
     @app.get(
         "/schemas/ids/{id}/versions",
@@ -258,12 +307,13 @@ def _schema_routes(app: FastAPI) -> None:
         response_model=list[models.SubjectVersionPair],
         tags=["schemas"],
     )
-    def schema_versions(
+    async def schema_versions(
         registry: Reg,
+        run: Run,
         id: int,
         deleted: Flag = False,
     ) -> Response:
-        return RegistryJSON(registry.schema_versions(id, deleted))
+        return RegistryJSON(await run(registry.schema_versions, id, deleted))
 
     @app.get(
         "/schemas",
@@ -271,8 +321,9 @@ def _schema_routes(app: FastAPI) -> None:
         response_model=list[models.SubjectVersion],
         tags=["schemas"],
     )
-    def list_schemas(
+    async def list_schemas(
         registry: Reg,
+        run: Run,
         subjectPrefix: str = "",  # noqa: N803 -- Confluent's parameter name
         deleted: Flag = False,
         latestOnly: Flag = False,  # noqa: N803 -- Confluent's parameter name
@@ -280,7 +331,7 @@ def _schema_routes(app: FastAPI) -> None:
         limit: Limit = -1,
     ) -> Response:
         return RegistryJSON(
-            registry.list_schemas(subjectPrefix, deleted, latestOnly, offset, limit)
+            await run(registry.list_schemas, subjectPrefix, deleted, latestOnly, offset, limit)
         )
 
     @app.get(
@@ -293,8 +344,8 @@ def _schema_routes(app: FastAPI) -> None:
         return RegistryJSON(Registry.schema_types())
 
     @app.get("/contexts", summary="List contexts", response_model=list[str], tags=["registry"])
-    def contexts(registry: Reg) -> Response:
-        return RegistryJSON(registry.contexts())
+    async def contexts(registry: Reg, run: Run) -> Response:
+        return RegistryJSON(await run(registry.contexts))
 
 
 def _config_routes(app: FastAPI) -> None:
@@ -316,12 +367,13 @@ def _config_route_set(app: FastAPI, path: str, scoped: bool) -> None:
         response_model=models.ConfigAnswer,
         tags=["config"],
     )
-    def get_config(
+    async def get_config(
         registry: Reg,
+        run: Run,
         subject: SubjectOrGlobal,
         defaultToGlobal: Flag = False,  # noqa: N803 -- Confluent's parameter name
     ) -> Response:
-        return RegistryJSON(registry.get_config(subject, defaultToGlobal))
+        return RegistryJSON(await run(registry.get_config, subject, defaultToGlobal))
 
     @app.put(
         path,
@@ -329,8 +381,12 @@ def _config_route_set(app: FastAPI, path: str, scoped: bool) -> None:
         response_model=models.ConfigUpdated,
         tags=["config"],
     )
-    def put_config(registry: Reg, subject: SubjectOrGlobal, body: models.ConfigRequest) -> Response:
-        return RegistryJSON(registry.put_config(subject, body.compatibility, body.normalize))
+    async def put_config(
+        registry: Reg, run: Run, subject: SubjectOrGlobal, body: models.ConfigRequest
+    ) -> Response:
+        return RegistryJSON(
+            await run(registry.put_config, subject, body.compatibility, body.normalize)
+        )
 
     @app.delete(
         path,
@@ -338,8 +394,8 @@ def _config_route_set(app: FastAPI, path: str, scoped: bool) -> None:
         response_model=models.ConfigAnswer,
         tags=["config"],
     )
-    def delete_config(registry: Reg, subject: SubjectOrGlobal) -> Response:
-        return RegistryJSON(registry.delete_config(subject))
+    async def delete_config(registry: Reg, run: Run, subject: SubjectOrGlobal) -> Response:
+        return RegistryJSON(await run(registry.delete_config, subject))
 
 
 def _mode_routes(app: FastAPI) -> None:
@@ -356,24 +412,29 @@ def _mode_route_set(app: FastAPI, path: str, scoped: bool) -> None:
     SubjectOrGlobal = Annotated[str | None, Depends(_subject if scoped else no_subject)]  # noqa: N806
 
     @app.get(path, summary=f"Get {what} mode", response_model=models.ModeAnswer, tags=["mode"])
-    def get_mode(
+    async def get_mode(
         registry: Reg,
+        run: Run,
         subject: SubjectOrGlobal,
         defaultToGlobal: Flag = False,  # noqa: N803 -- Confluent's parameter name
     ) -> Response:
-        return RegistryJSON(registry.get_mode(subject, defaultToGlobal))
+        return RegistryJSON(await run(registry.get_mode, subject, defaultToGlobal))
 
     @app.put(path, summary=f"Set {what} mode", response_model=models.ModeAnswer, tags=["mode"])
-    def put_mode(
-        registry: Reg, subject: SubjectOrGlobal, body: models.ModeRequest, force: Flag = False
+    async def put_mode(
+        registry: Reg,
+        run: Run,
+        subject: SubjectOrGlobal,
+        body: models.ModeRequest,
+        force: Flag = False,
     ) -> Response:
-        return RegistryJSON(registry.put_mode(subject, body.mode, force))
+        return RegistryJSON(await run(registry.put_mode, subject, body.mode, force))
 
     @app.delete(
         path, summary=f"Delete {what} mode", response_model=models.ModeAnswer, tags=["mode"]
     )
-    def delete_mode(registry: Reg, subject: SubjectOrGlobal) -> Response:
-        return RegistryJSON(registry.delete_mode(subject))
+    async def delete_mode(registry: Reg, run: Run, subject: SubjectOrGlobal) -> Response:
+        return RegistryJSON(await run(registry.delete_mode, subject))
 
 
 def _compatibility_routes(app: FastAPI) -> None:
@@ -383,15 +444,18 @@ def _compatibility_routes(app: FastAPI) -> None:
         response_model=models.CompatibilityAnswer,
         tags=["compatibility"],
     )
-    def check_version(
+    async def check_version(
         registry: Reg,
+        run: Run,
         subject: Subject,
         version: str,
         body: models.SchemaRequest,
         normalize: Flag = False,
         verbose: Flag = False,
     ) -> Response:
-        result = registry.test_compatibility(subject, version, _input(body), normalize, verbose)
+        result = await run(
+            registry.test_compatibility, subject, version, _input(body), normalize, verbose
+        )
         return RegistryJSON(result)
 
     @app.post(
@@ -400,12 +464,15 @@ def _compatibility_routes(app: FastAPI) -> None:
         response_model=models.CompatibilityAnswer,
         tags=["compatibility"],
     )
-    def check_all(
+    async def check_all(
         registry: Reg,
+        run: Run,
         subject: Subject,
         body: models.SchemaRequest,
         normalize: Flag = False,
         verbose: Flag = False,
     ) -> Response:
-        result = registry.test_compatibility(subject, None, _input(body), normalize, verbose)
+        result = await run(
+            registry.test_compatibility, subject, None, _input(body), normalize, verbose
+        )
         return RegistryJSON(result)
