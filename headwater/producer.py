@@ -36,7 +36,7 @@ from headwater.errors import (
     UnknownServerError,
 )
 from headwater.records.batch import HEADER_SIZE, encode_batch
-from headwater.records.partitioner import StickyPartitioner, partition_for_key
+from headwater.records.partitioner import StickyPartitioner, murmur2
 from headwater.types import Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 
 log = logging.getLogger("headwater.producer")
@@ -50,6 +50,7 @@ _RECORD_OVERHEAD = 16
 # Largest request the sender builds from queued batches of one partition (the broker's default
 # BROKER_MAX_REQUEST_BYTES is 64 MiB).
 _MAX_REQUEST_BYTES = 16 * 1_048_576
+_KEY_HASH_CACHE = 65_536  # distinct keys whose murmur2 hash is remembered
 
 
 class ProducerClosedError(RuntimeError):
@@ -275,6 +276,7 @@ class Producer:
         self._closed = False
         self._buffer_memory = cfg.buffer_memory
         self._partition_counts: dict[str, int] = {}
+        self._key_hashes: dict[bytes, int] = {}
         self._partitions_fetched: dict[str, float] = {}
         self._sticky_open: dict[str, _Batch] = {}
         self._identity: tuple[ProducerId, ProducerEpoch] | None = None
@@ -319,7 +321,10 @@ class Producer:
         if key is not None:
             size += len(key)
             if partition is None:
-                partition = partition_for_key(key, count)
+                hashed = self._key_hashes.get(key)
+                if hashed is None:
+                    hashed = self._hash_key(key)
+                partition = hashed % count
         if partition is not None and not 0 <= partition < count:
             raise PartitionNotFoundError(
                 f"partition {partition} of topic {topic!r} does not exist ({count} partitions)"
@@ -404,8 +409,15 @@ class Producer:
         if keys is not None and partition is None and any(k is not None for k in keys):
             # Keyed records spread over partitions: queue each partition's share in order.
             groups: dict[int | None, list[int]] = {}
+            hashes = self._key_hashes
             for i, k in enumerate(keys):
-                target = None if k is None else partition_for_key(k, count)
+                if k is None:
+                    target = None
+                else:
+                    hashed = hashes.get(k)
+                    if hashed is None:
+                        hashed = self._hash_key(k)
+                    target = hashed % count
                 groups.setdefault(target, []).append(i)
             segments: list[tuple[_Batch, int, int]] = []
             order: list[tuple[int, int]] = []  # (index in values, position in segments output)
@@ -520,6 +532,15 @@ class Producer:
         self._partition_counts[topic] = count
         self._partitions_fetched[topic] = time.monotonic()
         return count
+
+    def _hash_key(self, key: bytes) -> int:
+        """``murmur2(key) & 0x7fffffff``, remembered: keys repeat (customers, devices), and the
+        pure-Python hash costs more than the rest of ``produce()``."""
+        hashed = murmur2(key) & 0x7FFFFFFF
+        if len(self._key_hashes) >= _KEY_HASH_CACHE:
+            self._key_hashes.clear()
+        self._key_hashes[key] = hashed
+        return hashed
 
     def _refresh_metadata(self) -> None:
         max_age = self.config.metadata_max_age_ms / 1000
