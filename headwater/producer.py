@@ -10,8 +10,11 @@ Threads and flow::
 Idempotence (default on): the producer gets ``(producer_id, epoch)`` from ``POST /producers``
 and numbers each partition's records; a retried batch carries the same sequence, so the broker
 stores it once and answers with the original offsets. To keep that exact, an idempotent producer
-has one batch in flight per partition (HTTP/1.1 sends in-flight requests on separate connections,
-which may overtake each other); different partitions are sent in parallel.
+has one request in flight per partition (HTTP/1.1 sends in-flight requests on separate
+connections, which may overtake each other); batches that queue up behind it leave together in
+the next request (the batch route takes several concatenated), and different partitions are sent
+in parallel. If the broker has forgotten the producer id (expired), a new one is taken and the
+request renumbered, as Kafka's producer does on UNKNOWN_PRODUCER_ID.
 """
 
 from __future__ import annotations
