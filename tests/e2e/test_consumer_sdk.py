@@ -16,6 +16,7 @@ from headwater.errors import (
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
+from headwater.records import partition_for_key
 from headwater.types import PartitionId
 from tests.support import ServiceProcess, free_port, unique
 
@@ -191,3 +192,43 @@ def test_admin_client_round_trip(broker: ServiceProcess) -> None:
         admin.delete_topic(topic)
         with pytest.raises(TopicNotFoundError):
             admin.describe_topic(topic)
+
+
+def test_broker_client_rest_proxy_routes(broker: ServiceProcess) -> None:
+    from headwater.client.broker import BrokerClient
+
+    topic = unique("client")
+    keyed = partition_for_key(b'"k"', 2)  # json format: the key bytes are its JSON text
+    with BrokerClient(broker.url) as client:
+        client.create_topic(topic, 2)
+        produced = client.produce_json(
+            topic,
+            [
+                {"key": "k", "value": {"n": 1}, "headers": [{"key": "h", "value": "v"}]},
+                {"value": [1, 2], "partition": 1},
+            ],
+        )
+        second = 1 if keyed == 1 else 0  # offset of the explicit partition-1 record
+        assert [(o.partition, o.offset, o.error_code) for o in produced] == [
+            (keyed, 0, None),
+            (1, second, None),
+        ]
+        binary = client.produce_json(
+            topic, [{"key": "a2V5", "value": "aGVsbG8="}], partition=0, embedded="binary"
+        )
+        end_of_zero = 1 if keyed == 0 else 0
+        assert [(o.partition, o.offset) for o in binary] == [(0, end_of_zero)]
+        records = client.fetch_json(topic, 0, 0, embedded="binary")
+        assert [(r["offset"], r["key"], r["value"]) for r in records][-1] == (
+            end_of_zero,
+            "a2V5",
+            "aGVsbG8=",
+        )
+        partition = client.describe_partition(topic, 0)
+        assert (partition.partition, partition.beginning_offset, partition.end_offset) == (
+            0,
+            0,
+            end_of_zero + 1,
+        )
+        assert [p.partition for p in client.list_partitions(topic)] == [0, 1]
+        assert client.healthy()
