@@ -29,7 +29,7 @@ def prepare_environment() -> None:
 
 
 def build_session(
-    master: str = "local[*]",
+    master: str | None = "local[*]",
     app_name: str = "headwater-validate",
     shuffle_partitions: int = 4,
     extra_conf: dict[str, str] | None = None,
@@ -39,9 +39,11 @@ def build_session(
     Times are UTC so the ``date`` partition of outputs does not depend on the machine's zone.
     """
     prepare_environment()
+    builder = SparkSession.builder
+    if master is not None:  # None: spark-submit's --master (or spark-defaults) decides
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
