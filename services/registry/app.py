@@ -10,6 +10,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import Response
 
@@ -130,7 +131,24 @@ def create_app(settings: RegistrySettings) -> FastAPI:
     _config_routes(app)
     _mode_routes(app)
     _compatibility_routes(app)
+    _document_errors(app)
     return app
+
+
+def _document_errors(app: FastAPI) -> None:
+    """Declare the error body on every registry route, so OpenAPI shows what clients get."""
+    errors: dict[int | str, dict[str, Any]] = {
+        status: {"model": models.ErrorBody, "description": description}
+        for status, description in (
+            (404, "40401 subject, 40402 version, 40403 schema not found; 40404-40409"),
+            (409, "40901 incompatible schema"),
+            (422, "422 bad body; 42201-42211"),
+            (500, "50001 store error, 50002 timeout"),
+        )
+    }
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.tags and route.tags[0] != "health":
+            route.responses = {**errors, **route.responses}
 
 
 def _subject_routes(app: FastAPI) -> None:

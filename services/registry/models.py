@@ -90,3 +90,10 @@ class ModeAnswer(BaseModel):
 class CompatibilityAnswer(BaseModel):
     is_compatible: bool
     messages: list[str] | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error: Confluent's five-digit code (or 400/422 for bad requests) and a message."""
+
+    error_code: int
+    message: str
