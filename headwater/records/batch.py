@@ -410,11 +410,17 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
         for _ in range(header.records_count):
             # Varints are decoded inline: a function call per field would dominate.
             b = data[i]
-            i += 1
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
+                i += 1
             else:
-                length, i = _varint_slow(data, i - 1)
+                c = data[i + 1]
+                if c < 0x80:  # two bytes: records of 64 B to 8 KiB
+                    z = (b & 0x7F) | (c << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    i += 2
+                else:
+                    length, i = _varint_slow(data, i)
             record_end = i + length
             if length < 0 or record_end > n:
                 raise CorruptRecordError(
@@ -433,7 +439,13 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
                 offset_delta = (b >> 1) ^ -(b & 1)
                 i += 1
             else:
-                offset_delta, i = _varint_slow(data, i)
+                c = data[i + 1]
+                if c < 0x80:  # two bytes: deltas 64 to 8191
+                    z = (b & 0x7F) | (c << 7)
+                    offset_delta = (z >> 1) ^ -(z & 1)
+                    i += 2
+                else:
+                    offset_delta, i = _varint_slow(data, i)
             b = data[i]
             if b == 1:  # -1: null key, the most common key
                 key = None
