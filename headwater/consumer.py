@@ -229,6 +229,8 @@ class Consumer:
         except httpx.TransportError as exc:
             log.warning("fetch %s from %s failed: %s", tp, self._client().base_url, exc)
             self._client_index += 1
+            # Back off so a poll() waiting for data does not spin on a broker that is down.
+            time.sleep(self.config.retry_backoff_ms / 1000)
             return []
         records: list[ConsumerRecord] = []
         data = fetched.data
