@@ -530,8 +530,19 @@ class Producer:
         self._client_index += 1
 
     def _partition_count(self, topic: str) -> int:
-        """Fetch ``topic``'s partition count (the sender refreshes it every metadata.max.age.ms)."""
-        count = len(self._client().list_partitions(topic))
+        """Fetch ``topic``'s partition count (the sender refreshes it every metadata.max.age.ms).
+
+        Each bootstrap server is tried in turn; the last connection error is raised if none
+        answers.
+        """
+        for attempt in range(len(self._clients)):
+            try:
+                count = len(self._client().list_partitions(topic))
+                break
+            except httpx.TransportError:
+                if attempt == len(self._clients) - 1:
+                    raise
+                self._rotate()
         self._partition_counts[topic] = count
         self._partitions_fetched[topic] = time.monotonic()
         return count

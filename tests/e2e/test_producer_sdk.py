@@ -317,3 +317,12 @@ def test_an_expired_producer_id_is_replaced_and_the_batch_renumbered(tmp_path: P
             assert first_id is not None
             assert producer._identity[0] != first_id[0]
         assert [r.value for r in _read_all(process, topic, 0)] == [b"first", b"second"]
+
+
+def test_a_dead_bootstrap_server_is_skipped(broker: ServiceProcess) -> None:
+    topic = _topic(broker, 1)
+    dead = f"http://127.0.0.1:{free_port()}"
+    config = {"bootstrap.servers": f"{dead},{broker.url}", "retry.backoff.ms": 10}
+    with Producer(config) as producer:
+        assert producer.produce(topic, b"via the second").result(10).offset == 0
+    assert [r.value for r in _read_all(broker, topic, 0)] == [b"via the second"]
