@@ -328,3 +328,21 @@ def test_batches_beyond_the_small_varint_table_round_trip() -> None:
     assert [(r.offset, r.key, r.value, r.headers) for r in decoded] == [
         (7 + i, k, v, list(h)) for i, (k, v, h) in enumerate(records)
     ]
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_unknown_codecs_are_corrupt_records(codec: int) -> None:
+    from headwater.records import compress, decompress
+
+    with pytest.raises(CorruptRecordError, match=f"unknown compression codec {codec}"):
+        compress(codec, b"data")
+    with pytest.raises(CorruptRecordError, match=f"unknown compression codec {codec}"):
+        decompress(codec, b"data")
+
+
+def test_truncated_xerial_snappy_is_corrupt() -> None:
+    from headwater.records import compress, decompress
+
+    framed = compress(Compression.SNAPPY, b"abc" * 1000)
+    with pytest.raises(CorruptRecordError, match="snappy: truncated xerial chunk"):
+        decompress(Compression.SNAPPY, framed[:-3])
