@@ -5,6 +5,8 @@ What is measured, in one run, over the same records:
 * **fastavro loop** -- one Python process decoding every payload with
   ``fastavro.schemaless_reader`` (framing skipped, no checks, no I/O): the ceiling of a
   straightforward single-core consumer.
+* **Spark read only** -- the ``headwater`` source alone: fetch and decode every record batch,
+  count rows. Shows how much of the job is reading.
 * **Spark validate** -- the validation job on ``local[2]`` (session already started): read every
   record from the broker over HTTP, check framing, look up the writer schema, decode with
   resolution into the expected schema, aggregate the summary. No outputs written.
@@ -219,12 +221,13 @@ def main() -> int:
         base = args.records / loop_s
         print()
         print(
-            f"{args.records:,} records of {size:.0f} B (Confluent-framed Avro), {args.partitions} partitions"
+            f"{args.records:,} records of {size:.0f} B (Confluent-framed Avro), "
+            f"{args.partitions} partitions"
         )
-        print(f"{'run':<44} {'records':>10} {'seconds':>8} {'records/s':>11} {'vs loop':>8}")
+        print(f"{'run':<46} {'records':>10} {'seconds':>8} {'records/s':>11} {'vs loop':>8}")
         for name, count, seconds in rows:
             rate = count / seconds
-            print(f"{name:<44} {count:>10,} {seconds:>8.2f} {rate:>11,.0f} {rate / base:>7.2f}x")
+            print(f"{name:<46} {count:>10,} {seconds:>8.2f} {rate:>11,.0f} {rate / base:>7.2f}x")
         print(f"target: Spark validate >= {TARGET_RATIO}x the loop")
         return 0
     finally:
