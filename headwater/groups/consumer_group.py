@@ -18,10 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import httpx
+
 from headwater.config import ConsumerConfig
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, ServiceUnavailableError
 from headwater.groups.client import DEFAULT_COORDINATOR, CoordinatorClient
-from headwater.groups.membership import GroupMembership
+from headwater.groups.membership import RETRY_BACKOFF_S, GroupMembership
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset
 
@@ -69,12 +71,10 @@ class ConsumerGroup:
             self.membership.topics = frozenset(topics)
             self.membership.report_owned(self.consumer.assignment())
             return
+        # As in KIP-848, the session timeout is the coordinator's (COORDINATOR_SESSION_TIMEOUT_MS),
+        # not the client's session.timeout.ms; the HTTP API still accepts one per member.
         self.membership = GroupMembership(
-            self.client,
-            self.group_id,
-            topics,
-            instance_id=instance_id,
-            session_timeout_ms=self.config.session_timeout_ms,
+            self.client, self.group_id, topics, instance_id=instance_id
         )
         self.membership.start()
 
@@ -98,6 +98,8 @@ class ConsumerGroup:
                 self.consumer.assign([])
                 current = set()
             self._committed = None
+        if membership.fatal is not None:
+            raise membership.fatal
         if target != current:
             revoked, added = current - target, target - current
             if revoked:
@@ -130,7 +132,16 @@ class ConsumerGroup:
     def initial_position(self, tp: TopicPartition) -> Offset | None:
         """The committed offset of ``tp`` (read once per assignment change), or None."""
         if self._committed is None:
-            self._committed = self.client.committed(self.group_id)
+            deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+            while True:
+                try:
+                    self._committed = self.client.committed(self.group_id)
+                    break
+                except (httpx.TransportError, ServiceUnavailableError):
+                    # A restarting coordinator: wait for it rather than guess a position.
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(RETRY_BACKOFF_S)
         return self._committed.get(tp)
 
     # -- commits ------------------------------------------------------------------------------

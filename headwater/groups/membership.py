@@ -7,8 +7,9 @@ commits, stops fetching -- and then reports what it owns (:meth:`report_owned`),
 heartbeat thread at once: that report is what lets the coordinator hand revoked partitions to
 their next owner, so a partition is never fetched for the group by two live members.
 
-Fencing (unknown member, fenced epoch, fenced instance id) makes the loop count a *loss*: the
-poll thread drops every partition without committing, and the loop rejoins with epoch 0.
+Fencing (unknown member, fenced epoch) makes the loop count a *loss*: the poll thread drops every
+partition without committing, and the loop rejoins with epoch 0. A fenced static instance id is
+final (another process now runs as this instance): the loop stops and ``poll()`` raises it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, ServiceUnavailableError
 from headwater.groups.client import CoordinatorClient
 from headwater.groups.errors import (
+    BrokersUnavailableError,
     FencedInstanceIdError,
     FencedMemberEpochError,
     StaleMemberEpochError,
@@ -33,7 +35,7 @@ from headwater.types import MemberEpoch
 
 log = logging.getLogger("headwater.groups")
 
-FENCING_ERRORS = (UnknownMemberError, FencedMemberEpochError, FencedInstanceIdError)
+FENCING_ERRORS = (UnknownMemberError, FencedMemberEpochError)
 RETRY_BACKOFF_S = 0.2
 
 
@@ -63,6 +65,7 @@ class GroupMembership:
         self._assignment: frozenset[TopicPartition] = frozenset()
         self._owned: frozenset[TopicPartition] = frozenset()
         self._losses = 0
+        self.fatal: HeadwaterError | None = None
         self._heartbeats = 0
         self._cond = threading.Condition()
         self._wake = threading.Event()
@@ -99,6 +102,18 @@ class GroupMembership:
                 rebalance_timeout_ms=self.rebalance_timeout_ms,
                 assignor=self.assignor,
             )
+        except FencedInstanceIdError as exc:
+            # Another process runs with this static instance id; rejoining would fence it in
+            # turn, forever. Stop, and let the consumer raise this on its next poll().
+            log.error("group %s: %s", self.group_id, exc)
+            with self._cond:
+                self.fatal = exc
+                self.member_id = None
+                self._assignment = frozenset()
+                self._losses += 1
+                self._cond.notify_all()
+            self._stop.set()
+            return 0.0
         except FENCING_ERRORS as exc:
             log.warning(
                 "group %s: member %s lost its partitions: %s", self.group_id, member_id, exc
@@ -150,16 +165,17 @@ class GroupMembership:
                 self._cond.wait(remaining)
             return True
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float = 30.0) -> None:
         """Commit as the current member at its current epoch.
 
         A stale epoch (a heartbeat answer was in flight) is retried after the next heartbeat,
-        for the partitions still owned; fencing errors propagate.
+        for the partitions still owned; an unreachable or restarting coordinator is retried
+        until ``timeout_s``; fencing errors propagate.
         """
         pending = dict(offsets)
-        for _ in range(3):
-            if not pending:
-                return
+        deadline = time.monotonic() + timeout_s
+        stale = 0
+        while pending:
             with self._cond:
                 member_id, epoch, seen = self.member_id, self.member_epoch, self._heartbeats
             if member_id is None:
@@ -168,14 +184,20 @@ class GroupMembership:
                 self.client.commit(self.group_id, pending, member_id=member_id, member_epoch=epoch)
                 return
             except StaleMemberEpochError:
+                stale += 1
+                if stale > 3:
+                    raise
                 self._wake.set()
                 with self._cond:
-                    deadline = time.monotonic() + 2.0
-                    while self._heartbeats <= seen and time.monotonic() < deadline:
-                        self._cond.wait(deadline - time.monotonic())
+                    until = time.monotonic() + 2.0
+                    while self._heartbeats <= seen and time.monotonic() < until:
+                        self._cond.wait(until - time.monotonic())
                     owned = self._assignment | self._owned
                 pending = {tp: o for tp, o in pending.items() if tp in owned}
-        raise StaleMemberEpochError(f"group {self.group_id}: epoch kept moving during commit")
+            except (httpx.TransportError, ServiceUnavailableError, BrokersUnavailableError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(RETRY_BACKOFF_S)
 
     def leave(self) -> None:
         """Stop heartbeating and leave (a static member leaves with epoch -2, keeping its place

@@ -15,6 +15,7 @@ released it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -50,20 +51,39 @@ def uniform(
     everything = _partitions(topics, set().union(*subs.values()) if subs else set())
     valid = set(everything)
     taken: set[TopicPartition] = set()
-    # 1. Stickiness: keep every previous partition that still exists and is still subscribed to.
+    # 1. Stickiness: keep previous partitions that still exist and are still subscribed to. When
+    # every member subscribes to the same topics the balanced counts are known up front (the
+    # members that kept most get the larger share), so keeping stops at each member's quota.
+    keep = {
+        m.member_id: sorted(tp for tp in m.previous if tp in valid and tp[0] in m.topics)
+        for m in members
+    }
+    quota: dict[str, int] = {}
+    if members and len({m.topics for m in members}) == 1:
+        base, extra = divmod(len(everything), len(members))
+        by_kept = sorted(members, key=lambda m: (-len(keep[m.member_id]), m.member_id))
+        quota = {m.member_id: base + (1 if i < extra else 0) for i, m in enumerate(by_kept)}
     for m in sorted(members, key=lambda m: m.member_id):
-        for tp in sorted(m.previous):
-            if tp in valid and tp[0] in m.topics and tp not in taken:
+        limit = quota.get(m.member_id, len(keep[m.member_id]))
+        for tp in keep[m.member_id]:
+            if len(owned[m.member_id]) >= limit:
+                break
+            if tp not in taken:
                 owned[m.member_id].add(tp)
                 taken.add(tp)
-    # 2. Free partitions go to the least loaded member that subscribes to their topic.
-    for tp in everything:
-        if tp in taken:
+    # 2. Free partitions go to the least loaded member that subscribes to their topic (a heap
+    # per topic: only that topic's assignments change counts while it is being handed out).
+    for topic in sorted({t for t, _ in everything}):
+        free = [tp for tp in everything if tp[0] == topic and tp not in taken]
+        if not free:
             continue
-        eligible = [mid for mid, topics_ in subs.items() if tp[0] in topics_]
-        best = min(eligible, key=lambda mid: (len(owned[mid]), mid))
-        owned[best].add(tp)
-        taken.add(tp)
+        heap = [(len(owned[mid]), mid) for mid, topics_ in subs.items() if topic in topics_]
+        heapq.heapify(heap)
+        for tp in free:
+            count, mid = heapq.heappop(heap)
+            owned[mid].add(tp)
+            taken.add(tp)
+            heapq.heappush(heap, (count + 1, mid))
     # 3. Balance: move one partition at a time from a member with at least two more than one that
     # may take it. Every move lowers the sum of squared counts, so this ends; it moves only as many
     # partitions as the imbalance needs.

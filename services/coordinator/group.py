@@ -48,24 +48,85 @@ def decode_partitions(raw: Mapping[str, Iterable[int]]) -> set[TopicPartition]:
     return {(topic, PartitionId(int(p))) for topic, ps in raw.items() for p in ps}
 
 
-@dataclass
 class Member:
-    """One member as the group sees it."""
+    """One member as the group sees it.
 
-    member_id: str
-    instance_id: str | None
-    epoch: MemberEpoch
-    previous_epoch: MemberEpoch
-    topics: frozenset[str]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    joined_ms: int
-    last_heartbeat_ms: int
-    assigned: set[TopicPartition] = field(default_factory=set)
-    revoking: set[TopicPartition] = field(default_factory=set)
-    target: set[TopicPartition] = field(default_factory=set)
-    revoke_deadline_ms: int = 0
-    left_static: bool = False
+    A group is loaded from Redis for every heartbeat, but a heartbeat usually needs only its own
+    member's partitions: the others' three partition sets are decoded on first use.
+    """
+
+    def __init__(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        epoch: MemberEpoch,
+        previous_epoch: MemberEpoch,
+        topics: frozenset[str],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        joined_ms: int,
+        last_heartbeat_ms: int,
+        assigned: set[TopicPartition] | None = None,
+        revoking: set[TopicPartition] | None = None,
+        target: set[TopicPartition] | None = None,
+        revoke_deadline_ms: int = 0,
+        left_static: bool = False,
+    ) -> None:
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.epoch = epoch
+        self.previous_epoch = previous_epoch
+        self.topics = topics
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.joined_ms = joined_ms
+        self.last_heartbeat_ms = last_heartbeat_ms
+        self.revoke_deadline_ms = revoke_deadline_ms
+        self.left_static = left_static
+        self._assigned = set(assigned or ())
+        self._revoking = set(revoking or ())
+        self._target = set(target or ())
+        self._undecoded: Mapping[str, Any] | None = None
+
+    def _decode(self) -> None:
+        raw, self._undecoded = self._undecoded, None
+        if raw is not None:
+            self._assigned = decode_partitions(raw["assigned"])
+            self._revoking = decode_partitions(raw["revoking"])
+            self._target = decode_partitions(raw["target"])
+
+    @property
+    def assigned(self) -> set[TopicPartition]:
+        """Partitions the member has been told it owns."""
+        self._decode()
+        return self._assigned
+
+    @assigned.setter
+    def assigned(self, value: set[TopicPartition]) -> None:
+        self._decode()
+        self._assigned = value
+
+    @property
+    def revoking(self) -> set[TopicPartition]:
+        """Partitions taken from the member that it has not yet confirmed releasing."""
+        self._decode()
+        return self._revoking
+
+    @revoking.setter
+    def revoking(self, value: set[TopicPartition]) -> None:
+        self._decode()
+        self._revoking = value
+
+    @property
+    def target(self) -> set[TopicPartition]:
+        """What the assignor wants the member to own."""
+        self._decode()
+        return self._target
+
+    @target.setter
+    def target(self, value: set[TopicPartition]) -> None:
+        self._decode()
+        self._target = value
 
     @property
     def owned(self) -> set[TopicPartition]:
@@ -78,8 +139,11 @@ class Member:
 
     @property
     def deadline_ms(self) -> int:
-        """When the member is expired if nothing happens first (session, or slow revocation)."""
-        if self.revoking and self.revoke_deadline_ms:
+        """When the member is expired if nothing happens first (session, or slow revocation).
+
+        ``revoke_deadline_ms`` is non-zero exactly while the member has partitions to revoke.
+        """
+        if self.revoke_deadline_ms:
             return min(self.session_deadline_ms, self.revoke_deadline_ms)
         return self.session_deadline_ms
 
@@ -103,7 +167,7 @@ class Member:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Member:
-        return cls(
+        member = cls(
             member_id=raw["member_id"],
             instance_id=raw["instance_id"],
             epoch=MemberEpoch(raw["epoch"]),
@@ -113,12 +177,11 @@ class Member:
             rebalance_timeout_ms=raw["rebalance_timeout_ms"],
             joined_ms=raw["joined_ms"],
             last_heartbeat_ms=raw["last_heartbeat_ms"],
-            assigned=decode_partitions(raw["assigned"]),
-            revoking=decode_partitions(raw["revoking"]),
-            target=decode_partitions(raw["target"]),
             revoke_deadline_ms=raw["revoke_deadline_ms"],
             left_static=raw["left_static"],
         )
+        member._undecoded = raw
+        return member
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from headwater.errors import HeadwaterError
+from headwater.groups.errors import FencedInstanceIdError
 from headwater.types import PartitionId
 from services.coordinator.assignor import TopicPartition
 from tests.integration.coordinator_driver import (
@@ -65,6 +66,10 @@ class GroupMachine(RuleBasedStateMachine):
                 instance_id=c.instance_id,
                 assignor=self.assignor,
             )
+        except FencedInstanceIdError:
+            # A newer process took over its static identity: this one must stop for good.
+            c.member_id, c.epoch, c.owned, c.crashed = None, 0, set(), True
+            return
         except HeadwaterError:
             # Fenced or expired: a real client drops everything and rejoins.
             c.member_id, c.epoch, c.owned = None, 0, set()
