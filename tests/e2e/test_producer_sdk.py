@@ -13,7 +13,7 @@ from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.client.broker import BrokerClient
 from headwater.consumer import ConsumerRecord
 from headwater.errors import PartitionNotFoundError, TopicNotFoundError
-from headwater.producer import DeliveryTimeoutError, RecordMetadata
+from headwater.producer import DeliveryTimeoutError, ProducerClosedError, RecordMetadata
 from headwater.records import Compression, encode_batch, partition_for_key
 from headwater.types import PartitionId
 from tests.support import ServiceProcess, free_port, unique
@@ -326,3 +326,27 @@ def test_a_dead_bootstrap_server_is_skipped(broker: ServiceProcess) -> None:
     with Producer(config) as producer:
         assert producer.produce(topic, b"via the second").result(10).offset == 0
     assert [r.value for r in _read_all(broker, topic, 0)] == [b"via the second"]
+
+
+def test_flush_reports_unfinished_batches_and_close_refuses_more(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(tmp_path)}
+    process = ServiceProcess("services.broker", port, env).start()
+    try:
+        topic = _topic(process, 2)
+        config = {"bootstrap.servers": process.url, "retry.backoff.ms": 50, "linger.ms": 0}
+        producer = Producer(config)
+        producer.produce(topic, b"ok", partition=0).result(10)
+        process.kill()
+        pending = [producer.produce(topic, b"waiting", partition=p) for p in (0, 1)]
+        assert producer.flush(0.3) == 2  # one batch per partition, neither acknowledged
+        assert not any(f.done() for f in pending)
+        process.start()
+        assert producer.flush(20) == 0
+        placed = sorted((f.result(1).partition, f.result(1).offset) for f in pending)
+        assert placed == [(0, 1), (1, 0)]
+        producer.close()
+        with pytest.raises(ProducerClosedError, match="closed producer"):
+            producer.produce(topic, b"late")
+    finally:
+        process.stop()
