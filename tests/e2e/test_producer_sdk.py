@@ -239,15 +239,14 @@ def test_records_survive_a_broker_restart_during_retries(tmp_path: Path) -> None
 def test_delivery_times_out_when_the_broker_stays_down(tmp_path: Path) -> None:
     port = free_port()
     env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(tmp_path)}
-    process = ServiceProcess("services.broker", port, env).start()
-    topic = _topic(process, 1)
     config = {
-        "bootstrap.servers": process.url,
+        "bootstrap.servers": f"http://127.0.0.1:{port}",
         "delivery.timeout.ms": 800,
         "retry.backoff.ms": 50,
         "request.timeout.ms": 500,
     }
-    with Producer(config) as producer:
+    with ServiceProcess("services.broker", port, env) as process, Producer(config) as producer:
+        topic = _topic(process, 1)
         producer.produce(topic, b"ok").result(10)
         process.kill()
         future = producer.produce(topic, b"lost")
