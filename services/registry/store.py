@@ -161,6 +161,7 @@ class SQLStore:
         # cheaper than letting them spin in SQLite's sleeping busy handler. Other processes are
         # still kept out by BEGIN IMMEDIATE.
         self._sqlite_writer = threading.Lock()
+        self._immediate = self.engine.execution_options(immediate=True)
         self.migrate()
 
     def close(self) -> None:
@@ -180,8 +181,7 @@ class SQLStore:
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
                 yield conn
             return
-        engine = self.engine.execution_options(immediate=True)
-        with self._sqlite_writer, engine.connect() as conn, conn.begin():
+        with self._sqlite_writer, self._immediate.connect() as conn, conn.begin():
             yield conn
 
     def migrate(self) -> None:
@@ -373,11 +373,13 @@ class SQLStore:
         self, conn: Connection, subject: str
     ) -> dict[str, tuple[str | None, bool | None]]:
         """The subject's and the global config rows, keyed by subject (``GLOBAL`` = '')."""
-        rows = conn.execute(sa.select(configs).where(configs.c.subject.in_([subject, GLOBAL])))
+        which = sa.or_(configs.c.subject == subject, configs.c.subject == GLOBAL)
+        rows = conn.execute(sa.select(configs).where(which))
         return {r.subject: (r.compatibility, r.normalize) for r in rows}
 
     def modes_for(self, conn: Connection, subject: str) -> dict[str, str]:
-        rows = conn.execute(sa.select(modes).where(modes.c.subject.in_([subject, GLOBAL])))
+        which = sa.or_(modes.c.subject == subject, modes.c.subject == GLOBAL)
+        rows = conn.execute(sa.select(modes).where(which))
         return {r.subject: str(r.mode) for r in rows}
 
     def put_config(
