@@ -21,7 +21,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
+from typing import cast
 
 import httpx
 
@@ -29,7 +31,7 @@ from headwater.client.broker import BrokerClient
 from headwater.config import ConsumerConfig
 from headwater.errors import OffsetOutOfRangeError
 from headwater.groups.consumer_group import ConsumerGroup, RebalanceCallback
-from headwater.records.batch import decode_batch, iter_batches
+from headwater.records.batch import RecordFactory, decode_batch_as, iter_batches
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset, PartitionId, TimestampMs
 
@@ -233,6 +235,7 @@ class Consumer:
             time.sleep(self.config.retry_backoff_ms / 1000)
             return []
         records: list[ConsumerRecord] = []
+        make = cast(RecordFactory[ConsumerRecord], partial(ConsumerRecord, tp.topic, tp.partition))
         data = fetched.data
         next_position = position
         for pos, header in iter_batches(data, verify_crc=False):
@@ -241,19 +244,11 @@ class Consumer:
             next_position = Offset(max(next_position, header.last_offset + 1))
             if header.is_control:
                 continue
-            for r in decode_batch(data, pos)[1]:
-                if r.offset >= position:
-                    records.append(
-                        ConsumerRecord(
-                            tp.topic,
-                            tp.partition,
-                            Offset(r.offset),
-                            TimestampMs(r.timestamp),
-                            r.key,
-                            r.value,
-                            r.headers,
-                        )
-                    )
+            # Records are built as ConsumerRecords directly (one object each, not two).
+            decoded = decode_batch_as(data, pos, make)[1]
+            if header.base_offset < position:
+                decoded = [r for r in decoded if r.offset >= position]
+            records.extend(decoded)
         self._positions[tp] = Offset(next_position)
         return records
 

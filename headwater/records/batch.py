@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar
 
 from headwater.errors import CorruptRecordError
 from headwater.records.compression import Compression, compress, decompress
@@ -46,6 +47,7 @@ from headwater.records.crc import crc32c
 from headwater.records.varint import NULL_LENGTH, SMALL_LIMIT, SMALL_VARINTS, encode_varint
 
 Buffer = bytes | bytearray | memoryview
+T = TypeVar("T")
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size
@@ -394,6 +396,17 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     The CRC is verified and the records section decompressed. For LogAppendTime batches every
     record reports the batch's maxTimestamp, as Kafka's readers do.
     """
+    return decode_batch_as(buf, pos, Record)
+
+
+RecordFactory = Callable[[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]], T]
+
+
+def decode_batch_as(
+    buf: Buffer, pos: int, factory: RecordFactory[T]
+) -> tuple[BatchHeader, list[T]]:
+    """:func:`decode_batch`, building each record as ``factory(offset, timestamp, key, value,
+    headers)``: a consumer makes its own record type directly instead of converting Records."""
     header = _check(buf, pos, True)
     end = pos + header.size
     data: bytes = bytes(buf[pos + HEADER_SIZE : end])
@@ -402,7 +415,7 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
-    records: list[Record] = []
+    records: list[T] = []
     append = records.append
     i = 0
     n = len(data)
@@ -500,7 +513,7 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
                     "its fields"
                 )
             append(
-                Record(
+                factory(
                     base_offset + offset_delta,
                     base_ts + ts_delta if log_append is None else log_append,
                     key,
