@@ -346,3 +346,20 @@ def test_truncated_xerial_snappy_is_corrupt() -> None:
     framed = compress(Compression.SNAPPY, b"abc" * 1000)
     with pytest.raises(CorruptRecordError, match="snappy: truncated xerial chunk"):
         decompress(Compression.SNAPPY, framed[:-3])
+
+
+def test_decode_batch_as_builds_the_callers_records() -> None:
+    from headwater.records import decode_batch_as
+
+    def as_tuple(
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+    ) -> tuple[int, int, bytes | None, bytes | None, int]:
+        return offset, timestamp, key, value, len(headers)
+
+    header, rows = decode_batch_as(EXPECTED_TINY, 0, as_tuple)
+    assert header.records_count == 1
+    assert rows == [(0, TS, b"k", b"v", 0)]
