@@ -273,7 +273,10 @@ class Registry:
         explicit_id: int | None,
         explicit_version: int | None,
     ) -> SchemaId:
-        with self.store.write(subject) as conn:
+        # Referenced subjects are locked too, so a concurrent delete of a referenced version
+        # either sees this reference or happens before it is resolved.
+        referenced = (r.subject for r in schema.references)
+        with self.store.write(subject, *referenced) as conn:
             mode = self._effective_mode(conn, subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
