@@ -92,6 +92,9 @@ class Coordinator:
         # coordinator loads a group, this process expires no one for one session timeout; a
         # peer process that stayed up keeps expiring as usual.
         self._expire_from = time.monotonic() + session_timeout_ms / 1000
+        # Topics each group subscribes to, as last seen by this process's full heartbeats; the
+        # fast path compares their current sizes with the group's (an unknown group goes full).
+        self._subscriptions: dict[str, frozenset[str]] = {}
 
     @property
     def expiring(self) -> bool:
@@ -162,6 +165,11 @@ class Coordinator:
         self._check_group_id(group_id)
         request = self._request(body)
 
+        fast = await self._fast_heartbeat(group_id, request)
+        if fast is not None:
+            metrics.HEARTBEATS.inc()
+            return fast
+
         async def operation(state: GroupState) -> HeartbeatResult:
             sizes = await self._sizes(state, request.topics or ())
             fenced = request.member_id is not None and request.member_id not in state.members
@@ -170,6 +178,7 @@ class Coordinator:
             return state.heartbeat(request, now_ms(), sizes, fenced=fenced, expire=self.expiring)
 
         result, state = await self.store.transact(group_id, operation)
+        self._subscriptions[group_id] = frozenset(state.subscribed_topics)
         self._observe(state, joined=request.member_epoch == JOIN_EPOCH)
         interval = self.heartbeat_interval_ms
         if result.reconciling:
@@ -179,6 +188,38 @@ class Coordinator:
             member_epoch=result.member_epoch,
             heartbeat_interval_ms=interval,
             assignment=as_topic_partitions(result.assignment),
+        )
+
+    async def _fast_heartbeat(
+        self, group_id: str, request: HeartbeatRequest
+    ) -> HeartbeatResponse | None:
+        """The steady-state path: a stable member reporting nothing new (see the store)."""
+        subscribed = self._subscriptions.get(group_id)
+        if request.member_epoch <= 0 or request.member_id is None or subscribed is None:
+            return None
+        try:
+            sizes = await self.metadata.partition_counts(subscribed)
+        except BrokersUnavailableError:
+            return None
+        member = await self.store.fast_heartbeat(
+            group_id,
+            request.member_id,
+            request.member_epoch,
+            now_ms(),
+            request.owned,
+            request.topics,
+            request.session_timeout_ms,
+            request.rebalance_timeout_ms,
+            request.instance_id,
+            {t: n for t, n in sizes.items() if n > 0},
+        )
+        if member is None:
+            return None
+        return HeartbeatResponse(
+            member_id=member.member_id,
+            member_epoch=member.epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            assignment=as_topic_partitions(member.assigned),
         )
 
     def _observe(self, state: GroupState, joined: bool = False) -> None:

@@ -84,6 +84,48 @@ return {'OK', ''}
 """
 
 
+# The steady-state heartbeat, in one step: a member that is stable (owns exactly its target at
+# the group's assignment epoch) and reports nothing new only needs its liveness recorded.
+# Anything else -- a different epoch, owned set, subscription, timeouts, instance id, or topic
+# sizes that differ from the group's -- returns nil and the heartbeat takes the full path.
+# KEYS: group hash, deadlines zset. ARGV: group id, member id, epoch, now, owned key ("*" = not
+# reported), topics key ("*" = not sent), session ms, rebalance ms, instance id ("" = none),
+# JSON {topic: partitions} of the group's subscribed topics. Returns the member's JSON.
+FAST_HEARTBEAT_SCRIPT = """
+local raw = redis.call('HGET', KEYS[1], 'm:' .. ARGV[2])
+local metaraw = redis.call('HGET', KEYS[1], 'meta')
+if not raw or not metaraw then return false end
+local m = cjson.decode(raw)
+local meta = cjson.decode(metaraw)
+local fast = m.fast
+if type(fast) ~= 'table' or not fast.stable or m.left_static then return false end
+if m.epoch ~= tonumber(ARGV[3]) or m.epoch ~= meta.assignment_epoch then return false end
+if meta.epoch ~= meta.assignment_epoch then return false end
+if ARGV[5] ~= '*' and ARGV[5] ~= fast.assigned_key then return false end
+if ARGV[6] ~= '*' and ARGV[6] ~= fast.topics_key then return false end
+if m.session_timeout_ms ~= tonumber(ARGV[7]) then return false end
+if m.rebalance_timeout_ms ~= tonumber(ARGV[8]) then return false end
+local instance = m.instance_id
+if instance == cjson.null then instance = '' end
+if instance ~= ARGV[9] then return false end
+local sizes = cjson.decode(ARGV[10])
+for t, n in pairs(sizes) do if meta.topics[t] ~= n then return false end end
+for t, n in pairs(meta.topics) do if sizes[t] ~= n then return false end end
+redis.call('HSET', KEYS[1], 'hb:' .. ARGV[2], ARGV[4])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + m.session_timeout_ms, ARGV[1] .. '\\0' .. ARGV[2])
+return raw
+"""
+
+
+def partitions_key(tps: Iterable[tuple[str, int]]) -> str:
+    """A canonical string of a partition set, compared by the fast heartbeat script."""
+    return ",".join(f"{t}:{int(p)}" for t, p in sorted(tps))
+
+
+def topics_key(topics: Iterable[str]) -> str:
+    return ",".join(sorted(topics))
+
+
 @dataclass(frozen=True)
 class CommittedOffset:
     topic: str
@@ -102,6 +144,7 @@ class GroupStore:
         self.retention_ms = offsets_retention_ms
         self._locks: dict[str, asyncio.Lock] = {}
         self._commit = redis.register_script(COMMIT_SCRIPT)
+        self._fast_heartbeat = redis.register_script(FAST_HEARTBEAT_SCRIPT)
 
     # --- keys ----------------------------------------------------------------------------------
 
@@ -132,6 +175,11 @@ class GroupStore:
     def _decode(group_id: str, raw: dict[bytes, bytes]) -> GroupState:
         meta = orjson.loads(raw[b"meta"]) if b"meta" in raw else None
         members = [Member.from_json(orjson.loads(v)) for k, v in raw.items() if k.startswith(b"m:")]
+        for member in members:
+            # Fast heartbeats record liveness beside the member's JSON (see the script).
+            beat = raw.get(f"hb:{member.member_id}".encode())
+            if beat is not None:
+                member.last_heartbeat_ms = max(member.last_heartbeat_ms, int(beat))
         return GroupState.from_storage(group_id, meta, members)
 
     async def transact(
@@ -169,10 +217,21 @@ class GroupStore:
             "size": str(len(state.members)).encode(),
         }
         for member_id in state.changed_members:
-            fields[f"m:{member_id}"] = orjson.dumps(state.members[member_id].to_json())
+            member = state.members[member_id]
+            data = member.to_json()
+            data["fast"] = {
+                "stable": not member.revoking
+                and member.assigned == member.target
+                and int(member.epoch) == int(state.assignment_epoch),
+                "assigned_key": partitions_key(member.assigned),
+                "topics_key": topics_key(member.topics),
+            }
+            fields[f"m:{member_id}"] = orjson.dumps(data)
         pipe.hset(key, mapping=fields)
         if state.removed_members:
-            pipe.hdel(key, *(f"m:{mid}" for mid in state.removed_members))
+            pipe.hdel(
+                key, *(f"{kind}:{mid}" for mid in state.removed_members for kind in ["m", "hb"])
+            )
             pipe.zrem(self.deadlines_key, *(f"{g}\0{mid}" for mid in state.removed_members))
         for member_id, ttl_ms in state.fenced_members.items():
             pipe.set(self.fenced_key(g, member_id), b"1", px=max(ttl_ms * 2, 1000))
@@ -187,6 +246,39 @@ class GroupStore:
         else:
             pipe.pexpire(key, self.retention_ms)
             pipe.pexpire(self.offsets_key(g), self.retention_ms)
+
+    async def fast_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        now_ms: int,
+        owned: Iterable[tuple[str, int]] | None,
+        topics: Iterable[str] | None,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        instance_id: str | None,
+        sizes: dict[str, int],
+    ) -> Member | None:
+        """Record a stable member's heartbeat in one script; None if it needs the full path."""
+        lock = self._locks.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            raw = await self._fast_heartbeat(
+                keys=[self.group_key(group_id), self.deadlines_key],
+                args=[
+                    group_id,
+                    member_id,
+                    member_epoch,
+                    now_ms,
+                    "*" if owned is None else partitions_key(owned),
+                    "*" if topics is None else topics_key(topics),
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    instance_id or "",
+                    orjson.dumps(sizes),
+                ],
+            )
+        return None if raw is None else Member.from_json(orjson.loads(raw))
 
     async def due_groups(self, now_ms: int, limit: int = 500) -> set[str]:
         """Groups that have a member past its deadline (for the expiry sweep)."""

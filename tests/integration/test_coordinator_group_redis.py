@@ -81,6 +81,10 @@ def test_three_members_get_disjoint_complete_assignments(driver: StoreDriver) ->
     assert sorted(len(c.owned) for c in clients) == [4, 4, 4]
     assert set().union(*(c.owned for c in clients)) == all_partitions(topic, 12)
     assert {c.epoch for c in clients} == {state.epoch} == {3}
+    before = driver.fast_heartbeats
+    settle(clients, T0 + 5_000, rounds=1)  # stable members: liveness only, in one script
+    assert driver.fast_heartbeats == before + 3
+    assert {m.last_heartbeat_ms for m in driver.load(group).members.values()} == {T0 + 5_000}
 
 
 def test_a_partition_moves_only_after_its_owner_released_it(driver: StoreDriver) -> None:
