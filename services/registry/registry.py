@@ -234,14 +234,16 @@ class Registry:
         schema that differs only in whitespace, key order or namespace spelling is still found.
         """
         with self.store.read() as conn:
-            rows = [v for v in self.store.versions(conn, subject) if deleted or not v.deleted]
-            if not rows:
+            if not self.store.has_versions(conn, subject, deleted):
                 raise SubjectNotFoundError(f"Subject '{subject}' not found.")
             parsed = self._parse(conn, schema)
             if normalize:
                 parsed = parsed.normalized()
             schema_id = self._find_id(conn, parsed.fingerprint)
-            matches = [v for v in rows if v.schema_id == schema_id]
+            matches = []
+            if schema_id is not None:
+                matches = self.store.subject_versions_of_schema(conn, subject, schema_id)
+            matches = [v for v in matches if deleted or not v.deleted]
             if not matches:
                 by_normal = self.store.find_normalized_versions(
                     conn, subject, parsed.normalized_fingerprint

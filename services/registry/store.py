@@ -5,7 +5,8 @@ one). Tables::
 
     schemas            id PK | schema_type | schema_text | refs (JSON) | fingerprint UNIQUE
                        | normalized_fingerprint (indexed)   -- never deleted: ids outlive subjects
-    subject_versions   (subject, version) PK | schema_id (indexed) | deleted (soft delete)
+    subject_versions   (subject, version) PK | schema_id | deleted (soft delete)
+                       indexed by schema_id and by (subject, schema_id)
     schema_references  (schema_id, position) PK | name | subject | version  (indexed by target)
     configs            subject PK ('' = global) | compatibility | normalize
     modes              subject PK ('' = global) | mode
@@ -67,6 +68,10 @@ subject_versions = sa.Table(
     sa.Column("deleted", sa.Boolean, nullable=False, default=False),
 )
 
+subject_schema_index = sa.Index(
+    "ix_subject_versions_subject_schema", subject_versions.c.subject, subject_versions.c.schema_id
+)
+
 schema_references = sa.Table(
     "schema_references",
     metadata,
@@ -121,9 +126,14 @@ def _create_counters(conn: Connection) -> None:
     conn.execute(sa.insert(counters).values(name="schema_id", value=last))
 
 
+def _index_subject_schema(conn: Connection) -> None:
+    subject_schema_index.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "schemas, subject versions, references, configs, modes", _create_tables),
     (2, "id counter row for concurrent id allocation", _create_counters),
+    (3, "index (subject, schema_id) for lookups", _index_subject_schema),
 ]
 """Applied in order, each once, recorded in ``schema_migrations``; append, never edit."""
 
@@ -292,6 +302,22 @@ class SQLStore:
         query = (
             sa.select(subject_versions)
             .where(subject_versions.c.subject == subject)
+            .order_by(subject_versions.c.version)
+        )
+        return [_version(r) for r in conn.execute(query)]
+
+    def has_versions(self, conn: Connection, subject: str, include_deleted: bool) -> bool:
+        query = sa.select(subject_versions.c.version).where(subject_versions.c.subject == subject)
+        if not include_deleted:
+            query = query.where(subject_versions.c.deleted.is_(False))
+        return conn.execute(query.limit(1)).first() is not None
+
+    def subject_versions_of_schema(
+        self, conn: Connection, subject: str, schema_id: int
+    ) -> list[VersionRow]:
+        query = (
+            sa.select(subject_versions)
+            .where(subject_versions.c.subject == subject, subject_versions.c.schema_id == schema_id)
             .order_by(subject_versions.c.version)
         )
         return [_version(r) for r in conn.execute(query)]

@@ -10,7 +10,13 @@ import pytest
 import sqlalchemy as sa
 
 from services.registry.registry import Registry, SchemaInput
-from services.registry.store import MIGRATIONS, SQLStore, counters, schema_migrations
+from services.registry.store import (
+    MIGRATIONS,
+    SQLStore,
+    counters,
+    schema_migrations,
+    subject_schema_index,
+)
 from tests.support import unique
 
 
@@ -34,14 +40,14 @@ def applied(store: SQLStore) -> list[int]:
 
 def test_migrations_are_recorded_and_applied_once(url: str) -> None:
     store = SQLStore(url)
-    assert applied(store) == [v for v, _, _ in MIGRATIONS] == [1, 2]
+    assert applied(store) == [v for v, _, _ in MIGRATIONS] == [1, 2, 3]
     store.close()
     again = SQLStore(url)  # opening an up-to-date database applies nothing
-    assert applied(again) == [1, 2]
+    assert applied(again) == [1, 2, 3]
     again.close()
 
 
-def test_upgrade_from_version_1_seeds_the_id_counter(url: str) -> None:
+def test_upgrade_from_version_1_seeds_the_id_counter_and_adds_the_index(url: str) -> None:
     store = SQLStore(url)
     registry = Registry(store)
     first = registry.register(unique("up"), schema("A"), normalize=False)
@@ -49,12 +55,15 @@ def test_upgrade_from_version_1_seeds_the_id_counter(url: str) -> None:
     # Roll the database back to what migration 1 alone produced.
     with store.write("test") as conn:
         counters.drop(conn)
-        conn.execute(sa.delete(schema_migrations).where(schema_migrations.c.version == 2))
+        subject_schema_index.drop(conn)
+        conn.execute(sa.delete(schema_migrations).where(schema_migrations.c.version >= 2))
     store.close()
     upgraded = SQLStore(url)
-    assert applied(upgraded) == [1, 2]
+    assert applied(upgraded) == [1, 2, 3]
     third = Registry(upgraded).register(unique("up"), schema("C"), normalize=False)
     assert (first, second, third) == (1, 2, 3)
+    indexes = {i["name"] for i in sa.inspect(upgraded.engine).get_indexes("subject_versions")}
+    assert "ix_subject_versions_subject_schema" in indexes
     upgraded.close()
 
 
