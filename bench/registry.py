@@ -103,25 +103,40 @@ def _client_proc(args: tuple[Any, ...]) -> list[float]:
     return asyncio.run(drive(*args))
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time a process has used (Linux /proc), 0 when unknown."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
-    url: str, kind: str, ids: list[int], subject: str, concurrency: int, seconds: float, procs: int
+    url: str,
+    kind: str,
+    ids: list[int],
+    subject: str,
+    concurrency: int,
+    seconds: float,
+    procs: int,
+    server_pid: int | None,
 ) -> dict[str, float]:
     run = uuid.uuid4().hex[:6]
     procs = 1 if concurrency == 1 else procs
     per_proc = max(1, concurrency // procs)
     jobs = [(url, kind, ids, subject, run, per_proc, seconds, i * 10**9) for i in range(procs)]
-    start = time.perf_counter()
+    cpu_before = cpu_seconds(server_pid)
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
         results = pool.map(_client_proc, jobs)
-    elapsed = time.perf_counter() - start - 0.0
+    cpu = cpu_seconds(server_pid) - cpu_before
     latencies = sorted(x for r in results for x in r)
     quantiles = statistics.quantiles(latencies, n=100)
     return {
         "rate": len(latencies) / seconds,
         "p50": quantiles[49] * 1000,
         "p99": quantiles[98] * 1000,
-        "n": len(latencies),
-        "wall": elapsed,
+        # Server CPU per request (includes the few idle-loop ticks around the run).
+        "cpu_us": cpu / len(latencies) * 1e6 if cpu else float("nan"),
     }
 
 
@@ -168,6 +183,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         proc = None
+        pid = None
         url = args.url
         if not url:
             port = free_port()
@@ -180,6 +196,7 @@ def main() -> int:
             proc = ServiceProcess("services.registry", port, env, Path(tmp) / "registry.log")
             proc.start()
             url = proc.url
+            pid = proc.process.pid if proc.process else None
         try:
             ids, subject = seed(url)
             rows = []
@@ -187,7 +204,7 @@ def main() -> int:
             for kind in ("id", "lookup", "register"):
                 for concurrency in (1, 50):
                     m = measure(
-                        url, kind, ids, subject, concurrency, args.seconds, args.client_procs
+                        url, kind, ids, subject, concurrency, args.seconds, args.client_procs, pid
                     )
                     rows.append((kind, concurrency, m, targets[kind] if concurrency == 50 else ""))
             check_ms, register_ms = transitive_check(url, 100)
@@ -200,28 +217,25 @@ def main() -> int:
         "lookup": "POST /subjects/{s} (lookup)",
         "register": "POST .../versions (new schema)",
     }
+    backend = "PostgreSQL" if "postgres" in args.database_url else "SQLite"
+    load = os.getloadavg()[0]
     print(
-        f"\nRegistry benchmark ({'PostgreSQL' if 'postgres' in args.database_url else 'SQLite'}"
-        f", one registry process, {args.client_procs} client processes at 50)"
+        f"\nRegistry benchmark: {backend}, one registry process, {args.client_procs} client "
+        f"processes at 50 clients, {os.cpu_count()} CPUs, load average {load:.1f} at the end"
     )
     print(
-        f"| {'operation':<32} | {'clients':>7} | {'req/s':>8} | {'p50 ms':>7} | "
-        f"{'p99 ms':>7} | target |"
+        "| operation | clients | req/s | p50 ms | p99 ms | server CPU us/req "
+        "| req/s per server core | target |"
     )
-    print(f"|{'-' * 34}|{'-' * 9}|{'-' * 10}|{'-' * 9}|{'-' * 9}|--------|")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for kind, concurrency, m, target in rows:
+        per_core = 1e6 / m["cpu_us"] if m["cpu_us"] == m["cpu_us"] else float("nan")
         print(
-            f"| {names[kind]:<32} | {concurrency:>7} | {m['rate']:>8.0f} | {m['p50']:>7.2f} | "
-            f"{m['p99']:>7.2f} | {target} |"
+            f"| {names[kind]} | {concurrency} | {m['rate']:.0f} | {m['p50']:.2f} | "
+            f"{m['p99']:.2f} | {m['cpu_us']:.0f} | {per_core:.0f} | {target} |"
         )
-    print(
-        f"| {'transitive check, 100 versions':<32} | {1:>7} | {'':>8} | {check_ms:>7.1f} | "
-        f"{'':>7} | < 100 ms |"
-    )
-    print(
-        f"| {'register 101st, FULL_TRANSITIVE':<32} | {1:>7} | {'':>8} | {register_ms:>7.1f} | "
-        f"{'':>7} | |"
-    )
+    print(f"| transitive check, 100 versions | 1 | | {check_ms:.1f} | | | | < 100 ms |")
+    print(f"| register 101st, FULL_TRANSITIVE | 1 | | {register_ms:.1f} | | | | |")
     return 0
 
 
