@@ -44,6 +44,7 @@ from headwater.types import SchemaId
 from spark.registry import RegisteredSchema
 
 _read = fastavro.schemaless_reader
+_new_tuple = tuple.__new__
 
 
 class Reason(StrEnum):
@@ -107,7 +108,7 @@ class PayloadValidator:
         self._expected_checked = parse(expected.text)
         self._lookup = lookup
         self._writers: dict[int, _Writer | Verdict] = {}
-        self._compatible: dict[bytes, tuple[_Writer, SchemaId]] = {}
+        self._compatible: dict[bytes, tuple[Any, Any, SchemaId]] = {}
 
     def _writer(self, schema_id: int) -> _Writer | Verdict:
         known = self._writers.get(schema_id)
@@ -161,15 +162,16 @@ class PayloadValidator:
             # Hot path: the 5-byte frame of a compatible writer seen before, a clean decode.
             known = self._compatible.get(value[:FRAME_SIZE])
             if known is not None:
-                writer, sid = known
+                parsed, reader, sid = known
                 buf = io.BytesIO(value)
                 buf.seek(FRAME_SIZE)
                 try:
-                    record = _read(buf, writer.parsed, writer.reader)
+                    record = _read(buf, parsed, reader)
                 except Exception:  # classified by the full path below
                     return self._validate(value)
                 if buf.tell() == len(value):
-                    return Verdict(None, None, sid, record)
+                    # tuple.__new__ skips the NamedTuple's Python-level constructor.
+                    return _new_tuple(Verdict, (None, None, sid, record))
         return self._validate(value)
 
     def _validate(self, value: bytes | None) -> Verdict:
@@ -207,7 +209,7 @@ class PayloadValidator:
             return Verdict(Reason.DECODE_ERROR, f"{left} bytes left after the record", sid)
         if not writer.compatible:
             return Verdict(Reason.INCOMPATIBLE_SCHEMA, writer.problem, sid)
-        self._compatible[value[:FRAME_SIZE]] = (writer, sid)
+        self._compatible[value[:FRAME_SIZE]] = (writer.parsed, writer.reader, sid)
         return Verdict(None, None, sid, record)
 
 
