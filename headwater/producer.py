@@ -329,9 +329,11 @@ class Producer:
                     hashed = self._hash_key(key)
                 partition = hashed % count
         if partition is not None and not 0 <= partition < count:
-            raise PartitionNotFoundError(
-                f"partition {partition} of topic {topic!r} does not exist ({count} partitions)"
-            )
+            count = self._partition_count(topic)  # the topic may have grown since it was cached
+            if not 0 <= partition < count:
+                raise PartitionNotFoundError(
+                    f"partition {partition} of topic {topic!r} does not exist ({count} partitions)"
+                )
         with self._lock:
             if self._closed:
                 raise ProducerClosedError("produce() on a closed producer")

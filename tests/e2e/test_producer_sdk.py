@@ -349,3 +349,12 @@ def test_flush_reports_unfinished_batches_and_close_refuses_more(tmp_path: Path)
             producer.produce(topic, b"late")
     finally:
         process.stop()
+
+
+def test_partitions_added_after_start_are_found(broker: ServiceProcess) -> None:
+    topic = _topic(broker, 1)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        assert producer.produce(topic, b"a", partition=0).result(10).partition == 0
+        with AdminClient({"bootstrap.servers": broker.url}) as admin:
+            admin.create_partitions(topic, 3)
+        assert producer.produce(topic, b"b", partition=2).result(10).partition == 2
