@@ -137,6 +137,44 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
 ]
 """Applied in order, each once, recorded in ``schema_migrations``; append, never edit."""
 
+# The hot statements, built once: SQLAlchemy then reuses their cache keys and compiled forms,
+# which makes each execution about three times cheaper than building the statement per call.
+_sv = subject_versions.c
+_SCHEMA_BY_ID = sa.select(schemas).where(schemas.c.id == sa.bindparam("id"))
+_ID_BY_FINGERPRINT = sa.select(schemas.c.id).where(schemas.c.fingerprint == sa.bindparam("fp"))
+_VERSIONS = (
+    sa.select(subject_versions).where(_sv.subject == sa.bindparam("s")).order_by(_sv.version)
+)
+_ANY_VERSION = sa.select(_sv.version).where(_sv.subject == sa.bindparam("s")).limit(1)
+_ANY_LIVE_VERSION = (
+    sa.select(_sv.version).where(_sv.subject == sa.bindparam("s"), _sv.deleted.is_(False)).limit(1)
+)
+_SUBJECT_VERSIONS_OF_SCHEMA = (
+    sa.select(subject_versions)
+    .where(_sv.subject == sa.bindparam("s"), _sv.schema_id == sa.bindparam("id"))
+    .order_by(_sv.version)
+)
+_NORMALIZED_VERSIONS = (
+    sa.select(subject_versions)
+    .join(schemas, schemas.c.id == _sv.schema_id)
+    .where(_sv.subject == sa.bindparam("s"), schemas.c.normalized_fingerprint == sa.bindparam("fp"))
+    .order_by(_sv.version)
+)
+_NEXT_ID = (
+    sa.update(counters)
+    .where(counters.c.name == "schema_id")
+    .values(value=counters.c.value + 1)
+    .returning(counters.c.value)
+)
+_INSERT_VERSION = sa.insert(subject_versions).values(deleted=False)
+_INSERT_SCHEMA = sa.insert(schemas)
+_CONFIGS_FOR = sa.select(configs).where(
+    sa.or_(configs.c.subject == sa.bindparam("s"), configs.c.subject == GLOBAL)
+)
+_MODES_FOR = sa.select(modes).where(
+    sa.or_(modes.c.subject == sa.bindparam("s"), modes.c.subject == GLOBAL)
+)
+
 
 @dataclass(frozen=True)
 class StoredSchema:
@@ -219,40 +257,24 @@ class SQLStore:
     # --- schemas --------------------------------------------------------------------------------
 
     def get_schema(self, conn: Connection, schema_id: int) -> StoredSchema | None:
-        row = conn.execute(sa.select(schemas).where(schemas.c.id == schema_id)).first()
+        row = conn.execute(_SCHEMA_BY_ID, {"id": schema_id}).first()
         if row is None:
             return None
         refs = tuple(SchemaReference(**r) for r in orjson.loads(row.refs))
         return StoredSchema(SchemaId(row.id), row.schema_type, row.schema_text, refs)
 
     def find_schema_id(self, conn: Connection, fingerprint: str) -> SchemaId | None:
-        found = conn.execute(
-            sa.select(schemas.c.id).where(schemas.c.fingerprint == fingerprint)
-        ).scalar()
+        found = conn.execute(_ID_BY_FINGERPRINT, {"fp": fingerprint}).scalar()
         return None if found is None else SchemaId(found)
 
     def find_normalized_versions(
         self, conn: Connection, subject: str, normalized_fingerprint: str
     ) -> list[VersionRow]:
-        query = (
-            sa.select(subject_versions)
-            .join(schemas, schemas.c.id == subject_versions.c.schema_id)
-            .where(
-                subject_versions.c.subject == subject,
-                schemas.c.normalized_fingerprint == normalized_fingerprint,
-            )
-            .order_by(subject_versions.c.version)
-        )
-        return [_version(r) for r in conn.execute(query)]
+        rows = conn.execute(_NORMALIZED_VERSIONS, {"s": subject, "fp": normalized_fingerprint})
+        return [_version(r) for r in rows]
 
     def allocate_id(self, conn: Connection) -> SchemaId:
-        value = conn.execute(
-            sa.update(counters)
-            .where(counters.c.name == "schema_id")
-            .values(value=counters.c.value + 1)
-            .returning(counters.c.value)
-        ).scalar_one()
-        return SchemaId(value)
+        return SchemaId(conn.execute(_NEXT_ID).scalar_one())
 
     def raise_counter(self, conn: Connection, at_least: int) -> None:
         conn.execute(
@@ -271,16 +293,15 @@ class SQLStore:
         fingerprint: str,
         normalized_fingerprint: str,
     ) -> None:
-        conn.execute(
-            sa.insert(schemas).values(
-                id=schema_id,
-                schema_type=schema_type,
-                schema_text=text,
-                refs=orjson.dumps([r.to_dict() for r in references]).decode(),
-                fingerprint=fingerprint,
-                normalized_fingerprint=normalized_fingerprint,
-            )
-        )
+        row = {
+            "id": schema_id,
+            "schema_type": schema_type,
+            "schema_text": text,
+            "refs": orjson.dumps([r.to_dict() for r in references]).decode(),
+            "fingerprint": fingerprint,
+            "normalized_fingerprint": normalized_fingerprint,
+        }
+        conn.execute(_INSERT_SCHEMA, row)
         if references:
             conn.execute(
                 sa.insert(schema_references),
@@ -290,37 +311,21 @@ class SQLStore:
                 ],
             )
 
-    def max_schema_id(self, conn: Connection) -> int:
-        return int(
-            conn.execute(sa.select(sa.func.coalesce(sa.func.max(schemas.c.id), 0))).scalar_one()
-        )
-
     # --- subject versions -----------------------------------------------------------------------
 
     def versions(self, conn: Connection, subject: str) -> list[VersionRow]:
         """All versions of a subject, soft-deleted ones included, oldest first."""
-        query = (
-            sa.select(subject_versions)
-            .where(subject_versions.c.subject == subject)
-            .order_by(subject_versions.c.version)
-        )
-        return [_version(r) for r in conn.execute(query)]
+        return [_version(r) for r in conn.execute(_VERSIONS, {"s": subject})]
 
     def has_versions(self, conn: Connection, subject: str, include_deleted: bool) -> bool:
-        query = sa.select(subject_versions.c.version).where(subject_versions.c.subject == subject)
-        if not include_deleted:
-            query = query.where(subject_versions.c.deleted.is_(False))
-        return conn.execute(query.limit(1)).first() is not None
+        query = _ANY_VERSION if include_deleted else _ANY_LIVE_VERSION
+        return conn.execute(query, {"s": subject}).first() is not None
 
     def subject_versions_of_schema(
         self, conn: Connection, subject: str, schema_id: int
     ) -> list[VersionRow]:
-        query = (
-            sa.select(subject_versions)
-            .where(subject_versions.c.subject == subject, subject_versions.c.schema_id == schema_id)
-            .order_by(subject_versions.c.version)
-        )
-        return [_version(r) for r in conn.execute(query)]
+        rows = conn.execute(_SUBJECT_VERSIONS_OF_SCHEMA, {"s": subject, "id": schema_id})
+        return [_version(r) for r in rows]
 
     def versions_of_schema(self, conn: Connection, schema_id: int) -> list[VersionRow]:
         query = (
@@ -352,9 +357,7 @@ class SQLStore:
 
     def insert_version(self, conn: Connection, subject: str, version: int, schema_id: int) -> None:
         conn.execute(
-            sa.insert(subject_versions).values(
-                subject=subject, version=version, schema_id=schema_id, deleted=False
-            )
+            _INSERT_VERSION, {"subject": subject, "version": version, "schema_id": schema_id}
         )
 
     def soft_delete(self, conn: Connection, subject: str, versions: list[int]) -> None:
@@ -399,14 +402,11 @@ class SQLStore:
         self, conn: Connection, subject: str
     ) -> dict[str, tuple[str | None, bool | None]]:
         """The subject's and the global config rows, keyed by subject (``GLOBAL`` = '')."""
-        which = sa.or_(configs.c.subject == subject, configs.c.subject == GLOBAL)
-        rows = conn.execute(sa.select(configs).where(which))
+        rows = conn.execute(_CONFIGS_FOR, {"s": subject})
         return {r.subject: (r.compatibility, r.normalize) for r in rows}
 
     def modes_for(self, conn: Connection, subject: str) -> dict[str, str]:
-        which = sa.or_(modes.c.subject == subject, modes.c.subject == GLOBAL)
-        rows = conn.execute(sa.select(modes).where(which))
-        return {r.subject: str(r.mode) for r in rows}
+        return {r.subject: str(r.mode) for r in conn.execute(_MODES_FOR, {"s": subject})}
 
     def put_config(
         self, conn: Connection, subject: str, compatibility: str | None, normalize: bool | None
