@@ -9,6 +9,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 
 from headwater.records.batch import Record
+from headwater.service import JSONBody
 from services.broker.api import models
 from services.broker.api.deps import BrokerDep
 from services.broker.api.media import (
@@ -16,12 +17,11 @@ from services.broker.api.media import (
     JSON,
     KAFKA_BINARY,
     KAFKA_JSON,
-    JSONAnswer,
     negotiate,
 )
 
 router = APIRouter(
-    default_response_class=JSONAnswer,
+    default_response_class=JSONBody,
     tags=["fetch"],
     responses=models.error_responses(400, 404, 406, 416, 422),
 )
@@ -102,7 +102,7 @@ async def fetch(
     )
     body = render_records(topic, partition, fetched.records, media == KAFKA_BINARY)
     bounds = (fetched.high_watermark, fetched.log_start_offset, fetched.next_offset)
-    return JSONAnswer(body, media_type=media, headers=_bound_headers(*bounds))
+    return JSONBody(body, media_type=media, headers=_bound_headers(*bounds))
 
 
 def _bound_headers(high_watermark: int, log_start: int, next_offset: int) -> dict[str, str]:

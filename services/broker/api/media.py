@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
-import orjson
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.errors import (
@@ -33,13 +31,6 @@ EMBEDDED_FORMATS: dict[str, Literal["json", "binary"]] = {
 BATCH_TYPES = (BATCHES, OCTET_STREAM)
 # What a JSON answer may be labelled as: plain JSON or REST Proxy's own types.
 JSON_ANSWERS = (JSON, KAFKA_V2, KAFKA_JSON, KAFKA_BINARY)
-
-
-class JSONAnswer(JSONResponse):
-    """JSON encoded with orjson; a JSONResponse, so FastAPI documents the route's response model."""
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
 
 
 def content_type(request: Request) -> str:

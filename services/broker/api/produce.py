@@ -7,13 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from headwater.errors import InvalidRequestError
+from headwater.service import JSONBody
 from services.broker.api import models
 from services.broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from services.broker.api.media import (
     BATCH_TYPES,
     BATCHES,
     EMBEDDED_FORMATS,
-    JSONAnswer,
     accept_json,
     read_body,
     require_content_type,
@@ -21,7 +21,7 @@ from services.broker.api.media import (
 from services.broker.broker import Broker
 
 router = APIRouter(
-    default_response_class=JSONAnswer,
+    default_response_class=JSONBody,
     tags=["produce"],
     responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
 )
@@ -53,7 +53,7 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     offsets = await broker.produce(topic, partition, bytes(body), fmt)
     answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
     content = {"offsets": answer, "key_schema_id": None, "value_schema_id": None}
-    return JSONAnswer(content, media_type=media)
+    return JSONBody(content, media_type=media)
 
 
 @router.post(
@@ -111,7 +111,7 @@ async def append_batches(
         }
         for r in results
     ]
-    return JSONAnswer({"batches": batches}, media_type=media)
+    return JSONBody({"batches": batches}, media_type=media)
 
 
 @router.post(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Response
 
+from headwater.service import JSONBody
 from services.broker.api import models
 from services.broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
-from services.broker.api.media import JSONAnswer
 
 router = APIRouter(
-    default_response_class=JSONAnswer,
+    default_response_class=JSONBody,
     tags=["topics"],
     dependencies=[JSONAnswerDep],
     responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
