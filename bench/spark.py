@@ -25,6 +25,7 @@ import io
 import json
 import os
 import random
+import signal
 import socket
 import struct
 import subprocess
@@ -140,6 +141,8 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-parquet", action="store_true")
     args = parser.parse_args()
+    # A SIGTERM (timeout, CI) unwinds through ``finally`` so the services started here stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from spark.job import JobConfig, ValidationJob
     from spark.session import build_session

@@ -13,6 +13,7 @@ import base64
 import io
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -150,6 +151,8 @@ def main() -> int:
     from spark.session import build_session
 
     work = Path(tempfile.mkdtemp(prefix="headwater-demo-"))
+    # A SIGTERM (timeout, CI) unwinds through ``finally`` so the services started here stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     registry_port, broker_port = free_port(), free_port()
     registry_url = f"http://127.0.0.1:{registry_port}"
     broker_url = f"http://127.0.0.1:{broker_port}"

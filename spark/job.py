@@ -116,7 +116,7 @@ def validate_batches(
     With ``keep_data`` False the ``data`` column is all nulls: no output needs the decoded values,
     and turning them into Arrow structs is a good part of the per-record cost.
     """
-    expected_json = json.loads(expected.text)
+    expected_json = json.loads(expected.schema_str)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         validator = _validator(registry_url, expected)
@@ -216,7 +216,7 @@ def dead_letter_headers(
 
 def output_schema(expected: RegisteredSchema) -> StructType:
     """Source columns, the verdict, and ``data`` in the expected schema's shape."""
-    data_type, _ = spark_type(json.loads(expected.text))
+    data_type, _ = spark_type(json.loads(expected.schema_str))
     return StructType(
         [
             *SOURCE_SCHEMA.fields,
@@ -259,14 +259,10 @@ class ValidationJob:
         self.summary = Summary()
 
     def expected_schema(self) -> RegisteredSchema:
-        registry = SchemaRegistry(self.config.registry)
-        try:
-            version = self.config.expected_version
-            return registry.version(
-                self.config.expected_subject, "latest" if version is None else version
-            )
-        finally:
-            registry.close()
+        version = self.config.expected_version
+        return SchemaRegistry(self.config.registry).version(
+            self.config.expected_subject, "latest" if version is None else version
+        )
 
     def resolve_ranges(self) -> list[OffsetRange]:
         """The batch's concrete offset range, fixed once on the driver (so it can be named)."""

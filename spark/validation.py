@@ -104,8 +104,8 @@ class PayloadValidator:
         if expected.schema_type.upper() != "AVRO":
             raise ValueError(f"expected schema must be Avro, not {expected.schema_type}")
         self.expected = expected
-        self.expected_parsed = fastavro.parse_schema(json.loads(expected.text))
-        self._expected_checked = parse(expected.text)
+        self.expected_parsed = fastavro.parse_schema(json.loads(expected.schema_str))
+        self._expected_checked = parse(expected.schema_str)
         self._lookup = lookup
         self._writers: dict[int, _Writer | Verdict] = {}
         self._compatible: dict[bytes, tuple[Any, Any, SchemaId]] = {}
@@ -129,8 +129,8 @@ class PayloadValidator:
             )
         else:
             try:
-                parsed = fastavro.parse_schema(json.loads(found.text))
-                writer_checked = parse(found.text)
+                parsed = fastavro.parse_schema(json.loads(found.schema_str))
+                writer_checked = parse(found.schema_str)
             except Exception as exc:  # any parse failure makes the schema unusable
                 entry = Verdict(
                     Reason.UNSUPPORTED_SCHEMA, f"schema id {schema_id} does not parse: {exc}", sid

@@ -49,11 +49,11 @@ NARROW = {
         {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW"]}},
     ],
 }
-PROTO = RegisteredSchema(SchemaId(9), "PROTOBUF", 'syntax = "proto3"; message M {}')
+PROTO = RegisteredSchema(SchemaId(9), 'syntax = "proto3"; message M {}', "PROTOBUF")
 
 
 def registered(schema_id: int, schema: dict[str, Any]) -> RegisteredSchema:
-    return RegisteredSchema(SchemaId(schema_id), "AVRO", json.dumps(schema))
+    return RegisteredSchema(SchemaId(schema_id), json.dumps(schema))
 
 
 SCHEMAS = {
