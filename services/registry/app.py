@@ -12,6 +12,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.responses import Response
 
 from headwater.registry.errors import REGISTRY, RegistryError, UnprocessableEntityError
@@ -35,11 +36,6 @@ class RegistryJSON(JSONBody):
 # would cost a thread hop even on the cached, never-blocking id read.
 async def _subject(subject: Annotated[str, Path(description="subject name; '/' as %2F")]) -> str:
     return subject.replace(SLASH, "/")
-
-
-async def _registry(request: Request) -> Registry:
-    registry: Registry = request.app.state.registry
-    return registry
 
 
 class Runner(Protocol):
@@ -67,14 +63,36 @@ def runner_for(database_url: str) -> Runner:
     return inline if database_url.startswith("sqlite") else threaded
 
 
-async def _runner(request: Request) -> Runner:
-    run: Runner = request.app.state.run
-    return run
+class RegistryApi:
+    """What a route needs: the domain core and how to call it (one dependency, resolved cheaply)."""
+
+    def __init__(self, run: Runner) -> None:
+        self.run = run
+        self.registry: Registry
+
+    def do(self, method: Callable[..., T], /, *args: Any) -> Awaitable[T]:
+        """Call ``Registry.<method>`` on this app's registry with ``args``."""
+        return self.run(method, self.registry, *args)
 
 
-Subject = Annotated[str, Depends(_subject)]
-Reg = Annotated[Registry, Depends(_registry)]
-Run = Annotated[Runner, Depends(_runner)]
+async def _api(request: Request) -> RegistryApi:
+    api: RegistryApi = request.app.state.api
+    return api
+
+
+class SubjectConvertor(Convertor[str]):
+    """``{subject:subject}``: one path segment, with the ``%2F`` stand-in turned back into ``/``."""
+
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value.replace(SLASH, "/")
+
+    def to_string(self, value: str) -> str:
+        return value.replace("/", SLASH)
+
+
+Api = Annotated[RegistryApi, Depends(_api)]
 Flag = Annotated[bool, Query()]
 Offset = Annotated[int, Query(ge=0)]
 Limit = Annotated[int, Query(description="-1 or 0: no limit")]
@@ -92,6 +110,7 @@ def create_app(settings: RegistrySettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await anyio.to_thread.run_sync(SQLStore, settings.database_url)
         app.state.registry = Registry(store, settings.default_compatibility)
+        app.state.api.registry = app.state.registry
         try:
             yield
         finally:
@@ -115,7 +134,8 @@ def create_app(settings: RegistrySettings) -> FastAPI:
         validation_error=UnprocessableEntityError,
     )
     app.add_middleware(RegistryRouting, media_type=MEDIA_TYPE)
-    app.state.run = runner_for(settings.database_url)
+    app.state.api = RegistryApi(runner_for(settings.database_url))
+    register_url_convertor("subject", SubjectConvertor())
 
     async def on_store_error(request: Request, exc: Exception) -> Response:
         # The database failing (down, timed out) is Confluent's 50001 "error in the backend
@@ -154,8 +174,7 @@ def _document_errors(app: FastAPI) -> None:
 def _subject_routes(app: FastAPI) -> None:
     @app.get("/subjects", summary="List subjects", response_model=list[str], tags=["subjects"])
     async def list_subjects(
-        registry: Reg,
-        run: Run,
+        api: Api,
         subjectPrefix: str = "",  # noqa: N803 -- Confluent's parameter name
         deleted: Flag = False,
         deletedOnly: Flag = False,  # noqa: N803 -- Confluent's parameter name
@@ -165,46 +184,44 @@ def _subject_routes(app: FastAPI) -> None:
     ) -> Response:
         only = deletedOnly or deleted_only
         return RegistryJSON(
-            await run(registry.list_subjects, subjectPrefix, deleted, only, offset, limit)
+            await api.do(Registry.list_subjects, subjectPrefix, deleted, only, offset, limit)
         )
 
     @app.post(
-        "/subjects/{subject}",
+        "/subjects/{subject:subject}",
         summary="Look up a schema under a subject",
         response_model=models.SubjectVersion,
         tags=["subjects"],
     )
     async def lookup(
-        registry: Reg,
-        run: Run,
-        subject: Subject,
+        api: Api,
+        subject: str,
         body: models.SchemaRequest,
         normalize: Flag = False,
         deleted: Flag = False,
     ) -> Response:
-        return RegistryJSON(await run(registry.lookup, subject, _input(body), normalize, deleted))
+        return RegistryJSON(
+            await api.do(Registry.lookup, subject, _input(body), normalize, deleted)
+        )
 
     @app.delete(
-        "/subjects/{subject}",
+        "/subjects/{subject:subject}",
         summary="Delete a subject (soft; permanent=true after a soft delete)",
         response_model=list[int],
         tags=["subjects"],
     )
-    async def delete_subject(
-        registry: Reg, run: Run, subject: Subject, permanent: Flag = False
-    ) -> Response:
-        return RegistryJSON(await run(registry.delete_subject, subject, permanent))
+    async def delete_subject(api: Api, subject: str, permanent: Flag = False) -> Response:
+        return RegistryJSON(await api.do(Registry.delete_subject, subject, permanent))
 
     @app.get(
-        "/subjects/{subject}/versions",
+        "/subjects/{subject:subject}/versions",
         summary="List a subject's versions",
         response_model=list[int],
         tags=["subjects"],
     )
     async def list_versions(
-        registry: Reg,
-        run: Run,
-        subject: Subject,
+        api: Api,
+        subject: str,
         deleted: Flag = False,
         deletedOnly: Flag = False,  # noqa: N803 -- Confluent's parameter name
         deleted_only: Flag = False,
@@ -213,68 +230,65 @@ def _subject_routes(app: FastAPI) -> None:
     ) -> Response:
         only = deletedOnly or deleted_only
         return RegistryJSON(
-            await run(registry.list_versions, subject, deleted, only, offset, limit)
+            await api.do(Registry.list_versions, subject, deleted, only, offset, limit)
         )
 
     @app.post(
-        "/subjects/{subject}/versions",
+        "/subjects/{subject:subject}/versions",
         summary="Register a schema under a subject",
         response_model=models.RegisteredId,
         tags=["subjects"],
     )
     async def register(
-        registry: Reg,
-        run: Run,
-        subject: Subject,
+        api: Api,
+        subject: str,
         body: models.SchemaRequest,
         normalize: Flag = False,
     ) -> Response:
-        schema_id = await run(
-            registry.register, subject, _input(body), normalize, body.id, body.version
+        schema_id = await api.do(
+            Registry.register, subject, _input(body), normalize, body.id, body.version
         )
         return RegistryJSON({"id": schema_id})
 
     @app.get(
-        "/subjects/{subject}/versions/{version}",
+        "/subjects/{subject:subject}/versions/{version}",
         summary="Get a version ('latest' or -1 for the newest)",
         response_model=models.SubjectVersion,
         tags=["subjects"],
     )
-    async def get_version(
-        registry: Reg, run: Run, subject: Subject, version: str, deleted: Flag = False
-    ) -> Response:
-        return RegistryJSON(await run(registry.get_version, subject, version, deleted))
+    async def get_version(api: Api, subject: str, version: str, deleted: Flag = False) -> Response:
+        return RegistryJSON(await api.do(Registry.get_version, subject, version, deleted))
 
     @app.get(
-        "/subjects/{subject}/versions/{version}/schema",
+        "/subjects/{subject:subject}/versions/{version}/schema",
         summary="Get only the schema of a version",
         response_model=Any,
         tags=["subjects"],
     )
     async def get_version_schema(
-        registry: Reg, run: Run, subject: Subject, version: str, deleted: Flag = False
+        api: Api, subject: str, version: str, deleted: Flag = False
     ) -> Response:
-        return RegistryJSON(await run(registry.get_version_schema, subject, version, deleted))
+        return RegistryJSON(await api.do(Registry.get_version_schema, subject, version, deleted))
 
     @app.get(
-        "/subjects/{subject}/versions/{version}/referencedby",
+        "/subjects/{subject:subject}/versions/{version}/referencedby",
         summary="Ids of schemas that reference this version",
         response_model=list[int],
         tags=["subjects"],
     )
-    async def referenced_by(registry: Reg, run: Run, subject: Subject, version: str) -> Response:
-        return RegistryJSON(await run(registry.referenced_by, subject, version))
+    async def referenced_by(api: Api, subject: str, version: str) -> Response:
+        return RegistryJSON(await api.do(Registry.referenced_by, subject, version))
 
     @app.delete(
-        "/subjects/{subject}/versions/{version}",
+        "/subjects/{subject:subject}/versions/{version}",
         summary="Delete a version (soft; permanent=true after a soft delete)",
         response_model=int,
         tags=["subjects"],
     )
     async def delete_version(
-        registry: Reg, run: Run, subject: Subject, version: str, permanent: Flag = False
+        api: Api, subject: str, version: str, permanent: Flag = False
     ) -> Response:
-        return RegistryJSON(await run(registry.delete_version, subject, version, permanent))
+        return RegistryJSON(await api.do(Registry.delete_version, subject, version, permanent))
 
 
 def _schema_routes(app: FastAPI) -> None:
@@ -289,11 +303,11 @@ def _schema_routes(app: FastAPI) -> None:
         tags=["schemas"],
     )
     async def schema_by_id(
-        registry: Reg,
+        api: Api,
         id: int,
         subject: str | None = None,
     ) -> Response:
-        body = await registry.schema_body(id)
+        body = await api.registry.schema_body(id)
         return Response(body, media_type=MEDIA_TYPE)
 
     @app.get(
@@ -302,8 +316,8 @@ def _schema_routes(app: FastAPI) -> None:
         response_model=Any,
         tags=["schemas"],
     )
-    async def schema_text(registry: Reg, run: Run, id: int) -> Response:
-        return RegistryJSON(await run(registry.schema_text, id))
+    async def schema_text(api: Api, id: int) -> Response:
+        return RegistryJSON(await api.do(Registry.schema_text, id))
 
     @app.get(
         "/schemas/ids/{id}/subjects",
@@ -312,12 +326,11 @@ def _schema_routes(app: FastAPI) -> None:
         tags=["schemas"],
     )
     async def schema_subjects(
-        registry: Reg,
-        run: Run,
+        api: Api,
         id: int,
         deleted: Flag = False,
     ) -> Response:
-        return RegistryJSON(await run(registry.schema_subjects, id, deleted))
+        return RegistryJSON(await api.do(Registry.schema_subjects, id, deleted))
 
     @app.get(
         "/schemas/ids/{id}/versions",
@@ -326,12 +339,11 @@ def _schema_routes(app: FastAPI) -> None:
         tags=["schemas"],
     )
     async def schema_versions(
-        registry: Reg,
-        run: Run,
+        api: Api,
         id: int,
         deleted: Flag = False,
     ) -> Response:
-        return RegistryJSON(await run(registry.schema_versions, id, deleted))
+        return RegistryJSON(await api.do(Registry.schema_versions, id, deleted))
 
     @app.get(
         "/schemas",
@@ -340,8 +352,7 @@ def _schema_routes(app: FastAPI) -> None:
         tags=["schemas"],
     )
     async def list_schemas(
-        registry: Reg,
-        run: Run,
+        api: Api,
         subjectPrefix: str = "",  # noqa: N803 -- Confluent's parameter name
         deleted: Flag = False,
         latestOnly: Flag = False,  # noqa: N803 -- Confluent's parameter name
@@ -349,7 +360,7 @@ def _schema_routes(app: FastAPI) -> None:
         limit: Limit = -1,
     ) -> Response:
         return RegistryJSON(
-            await run(registry.list_schemas, subjectPrefix, deleted, latestOnly, offset, limit)
+            await api.do(Registry.list_schemas, subjectPrefix, deleted, latestOnly, offset, limit)
         )
 
     @app.get(
@@ -362,8 +373,8 @@ def _schema_routes(app: FastAPI) -> None:
         return RegistryJSON(Registry.schema_types())
 
     @app.get("/contexts", summary="List contexts", response_model=list[str], tags=["registry"])
-    async def contexts(registry: Reg, run: Run) -> Response:
-        return RegistryJSON(await run(registry.contexts))
+    async def contexts(api: Api) -> Response:
+        return RegistryJSON(await api.do(Registry.contexts))
 
 
 def _config_routes(app: FastAPI) -> None:
@@ -386,12 +397,11 @@ def _config_route_set(app: FastAPI, path: str, scoped: bool) -> None:
         tags=["config"],
     )
     async def get_config(
-        registry: Reg,
-        run: Run,
+        api: Api,
         subject: SubjectOrGlobal,
         defaultToGlobal: Flag = False,  # noqa: N803 -- Confluent's parameter name
     ) -> Response:
-        return RegistryJSON(await run(registry.get_config, subject, defaultToGlobal))
+        return RegistryJSON(await api.do(Registry.get_config, subject, defaultToGlobal))
 
     @app.put(
         path,
@@ -400,10 +410,10 @@ def _config_route_set(app: FastAPI, path: str, scoped: bool) -> None:
         tags=["config"],
     )
     async def put_config(
-        registry: Reg, run: Run, subject: SubjectOrGlobal, body: models.ConfigRequest
+        api: Api, subject: SubjectOrGlobal, body: models.ConfigRequest
     ) -> Response:
         return RegistryJSON(
-            await run(registry.put_config, subject, body.compatibility, body.normalize)
+            await api.do(Registry.put_config, subject, body.compatibility, body.normalize)
         )
 
     @app.delete(
@@ -412,8 +422,8 @@ def _config_route_set(app: FastAPI, path: str, scoped: bool) -> None:
         response_model=models.ConfigAnswer,
         tags=["config"],
     )
-    async def delete_config(registry: Reg, run: Run, subject: SubjectOrGlobal) -> Response:
-        return RegistryJSON(await run(registry.delete_config, subject))
+    async def delete_config(api: Api, subject: SubjectOrGlobal) -> Response:
+        return RegistryJSON(await api.do(Registry.delete_config, subject))
 
 
 def _mode_routes(app: FastAPI) -> None:
@@ -431,66 +441,62 @@ def _mode_route_set(app: FastAPI, path: str, scoped: bool) -> None:
 
     @app.get(path, summary=f"Get {what} mode", response_model=models.ModeAnswer, tags=["mode"])
     async def get_mode(
-        registry: Reg,
-        run: Run,
+        api: Api,
         subject: SubjectOrGlobal,
         defaultToGlobal: Flag = False,  # noqa: N803 -- Confluent's parameter name
     ) -> Response:
-        return RegistryJSON(await run(registry.get_mode, subject, defaultToGlobal))
+        return RegistryJSON(await api.do(Registry.get_mode, subject, defaultToGlobal))
 
     @app.put(path, summary=f"Set {what} mode", response_model=models.ModeAnswer, tags=["mode"])
     async def put_mode(
-        registry: Reg,
-        run: Run,
+        api: Api,
         subject: SubjectOrGlobal,
         body: models.ModeRequest,
         force: Flag = False,
     ) -> Response:
-        return RegistryJSON(await run(registry.put_mode, subject, body.mode, force))
+        return RegistryJSON(await api.do(Registry.put_mode, subject, body.mode, force))
 
     @app.delete(
         path, summary=f"Delete {what} mode", response_model=models.ModeAnswer, tags=["mode"]
     )
-    async def delete_mode(registry: Reg, run: Run, subject: SubjectOrGlobal) -> Response:
-        return RegistryJSON(await run(registry.delete_mode, subject))
+    async def delete_mode(api: Api, subject: SubjectOrGlobal) -> Response:
+        return RegistryJSON(await api.do(Registry.delete_mode, subject))
 
 
 def _compatibility_routes(app: FastAPI) -> None:
     @app.post(
-        "/compatibility/subjects/{subject}/versions/{version}",
+        "/compatibility/subjects/{subject:subject}/versions/{version}",
         summary="Test a schema against one version",
         response_model=models.CompatibilityAnswer,
         tags=["compatibility"],
     )
     async def check_version(
-        registry: Reg,
-        run: Run,
-        subject: Subject,
+        api: Api,
+        subject: str,
         version: str,
         body: models.SchemaRequest,
         normalize: Flag = False,
         verbose: Flag = False,
     ) -> Response:
-        result = await run(
-            registry.test_compatibility, subject, version, _input(body), normalize, verbose
+        result = await api.do(
+            Registry.test_compatibility, subject, version, _input(body), normalize, verbose
         )
         return RegistryJSON(result)
 
     @app.post(
-        "/compatibility/subjects/{subject}/versions",
+        "/compatibility/subjects/{subject:subject}/versions",
         summary="Test a schema against the versions the subject's level names",
         response_model=models.CompatibilityAnswer,
         tags=["compatibility"],
     )
     async def check_all(
-        registry: Reg,
-        run: Run,
-        subject: Subject,
+        api: Api,
+        subject: str,
         body: models.SchemaRequest,
         normalize: Flag = False,
         verbose: Flag = False,
     ) -> Response:
-        result = await run(
-            registry.test_compatibility, subject, None, _input(body), normalize, verbose
+        result = await api.do(
+            Registry.test_compatibility, subject, None, _input(body), normalize, verbose
         )
         return RegistryJSON(result)

@@ -463,6 +463,10 @@ def _engine(url: str) -> Engine:
     def on_begin(conn: Connection) -> None:
         # Writers take the database lock up front: no lock upgrade, so no deadlock between them.
         immediate = conn.get_execution_options().get("immediate", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # Straight to the driver: this runs for every transaction, and SQLAlchemy's statement
+        # machinery would cost more than SQLite's BEGIN itself.
+        conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+            "BEGIN IMMEDIATE" if immediate else "BEGIN"
+        )
 
     return engine
