@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import struct
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import fastavro
@@ -22,6 +23,7 @@ import orjson
 
 from headwater.registry.client import SchemaRegistryClient
 from headwater.registry.errors import RegistryError
+from headwater.registry.schema import SchemaReference
 from headwater.types import SchemaId
 
 MAGIC = 0
@@ -59,7 +61,8 @@ class AvroSerializer:
 
     Contract: the schema's id is resolved once per subject -- registered when ``auto_register``
     (the default, as Confluent's), otherwise looked up and required to exist -- and cached.
-    ``serializer(datum, topic)`` returns the wire bytes.
+    ``references`` name registered versions whose named types the schema uses; they are fetched
+    once, here. ``serializer(datum, topic)`` returns the wire bytes.
     """
 
     def __init__(
@@ -67,16 +70,19 @@ class AvroSerializer:
         client: SchemaRegistryClient,
         schema_str: str,
         *,
+        references: Sequence[SchemaReference] = (),
         auto_register: bool = True,
         is_key: bool = False,
         normalize: bool = False,
     ) -> None:
         self.client = client
         self.schema_str = schema_str
+        self.references = tuple(references)
         self.auto_register = auto_register
         self.is_key = is_key
         self.normalize = normalize
-        self._parsed = fastavro.parse_schema(orjson.loads(schema_str))
+        named = named_types(client, self.references)
+        self._parsed = fastavro.parse_schema(orjson.loads(schema_str), named_schemas=named)
         self._ids: dict[str, SchemaId] = {}
         self._lock = threading.Lock()
 
@@ -87,9 +93,11 @@ class AvroSerializer:
         if found is not None:
             return found
         if self.auto_register:
-            found = self.client.register_schema(subject, self.schema_str, normalize=self.normalize)
+            found = self.client.register_schema(
+                subject, self.schema_str, self.references, normalize=self.normalize
+            )
         else:
-            found = self.client.lookup_schema(subject, self.schema_str).schema_id
+            found = self.client.lookup_schema(subject, self.schema_str, self.references).schema_id
         with self._lock:
             self._ids[subject] = found
         return found
@@ -125,7 +133,8 @@ class AvroDeserializer:
             found = self._writers.get(schema_id)
         if found is None:
             registered = self.client.get_schema(schema_id)
-            found = fastavro.parse_schema(orjson.loads(registered.schema_str))
+            named = named_types(self.client, registered.references)
+            found = fastavro.parse_schema(orjson.loads(registered.schema_str), named_schemas=named)
             with self._lock:
                 self._writers[schema_id] = found
         return found
@@ -137,3 +146,17 @@ class AvroDeserializer:
             return fastavro.schemaless_reader(io.BytesIO(payload), writer, self._reader)
         except (ValueError, TypeError, EOFError, StopIteration) as e:
             raise SerializationError(f"Cannot decode with schema {schema_id}: {e}") from e
+
+
+def named_types(
+    client: SchemaRegistryClient, references: Sequence[SchemaReference], depth: int = 0
+) -> dict[str, Any]:
+    """The named types of referenced versions (and theirs, recursively), parsed by fastavro."""
+    if depth > 32:
+        raise SerializationError("Schema references nest too deep (a cycle?)")
+    named: dict[str, Any] = {}
+    for ref in references:
+        version = client.get_version(ref.subject, ref.version)
+        named.update(named_types(client, version.references, depth + 1))
+        fastavro.parse_schema(orjson.loads(version.schema_str), named_schemas=named)
+    return named

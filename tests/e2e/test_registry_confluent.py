@@ -16,6 +16,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 import headwater
 from headwater.registry.errors import IncompatibleSchemaError, SubjectNotFoundError
+from headwater.registry.schema import SchemaReference
 from tests.support import ServiceProcess, free_port, unique
 
 pytestmark = pytest.mark.e2e
@@ -157,3 +158,35 @@ def test_raw_http_like_curl(registry_url: str) -> None:
         "message": "Subject 'nope/nothing' not found.",
     }
     conn.close()
+
+
+def test_references_through_both_serdes(registry_url: str) -> None:
+    address = orjson.dumps(
+        {
+            "type": "record",
+            "name": "Address",
+            "namespace": "com.acme",
+            "fields": [{"name": "city", "type": "string"}],
+        }
+    ).decode()
+    user = orjson.dumps(
+        {
+            "type": "record",
+            "name": "User",
+            "namespace": "com.acme",
+            "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "Address"}],
+        }
+    ).decode()
+    base = unique("address") + "-value"
+    topic = unique("users")
+    with headwater.SchemaRegistryClient(registry_url) as ours:
+        ours.register_schema(base, address)
+        ref = SchemaReference("com.acme.Address", base, 1)
+        datum = {"name": "ada", "home": {"city": "London"}}
+        data = headwater.AvroSerializer(ours, user, references=[ref])(datum, topic)
+        assert headwater.AvroDeserializer(ours)(data) == datum
+        registered = ours.get_latest_version(f"{topic}-value")
+        assert registered.references == (ref,)
+    conf_client = ConfluentClient({"url": registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    assert ConfluentDeserializer(conf_client)(data, ctx) == datum
