@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 
 from headwater.registry.client import SchemaRegistryClient
@@ -60,7 +61,7 @@ def run_check(args: argparse.Namespace) -> int:
                 if args.against
                 else _check_registry(item, _registry(args))
             )
-        except (RegistryError, OSError) as e:
+        except (RegistryError, OSError, httpx.HTTPError) as e:
             lines = [f"FAIL {item.subject} ({item.path}): {type(e).__name__}: {e}"]
         failures += lines[0].startswith("FAIL")
         print("\n".join(lines))
@@ -142,6 +143,9 @@ def run_register(args: argparse.Namespace) -> int:
         except RegistryError as e:
             print(f"{item.subject}: {e.message} ({item.path})", file=sys.stderr)
             status = 1
+        except httpx.HTTPError as e:
+            print(f"headwater schemas register: {args.registry}: {e}", file=sys.stderr)
+            return 2
     return status
 
 
@@ -158,6 +162,9 @@ def run_get(args: argparse.Namespace) -> int:
     except RegistryError as e:
         print(f"headwater schemas get: {e.message}", file=sys.stderr)
         return 1
+    except httpx.HTTPError as e:
+        print(f"headwater schemas get: {args.registry}: {e}", file=sys.stderr)
+        return 2
     print(orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode())
     return 0
 
@@ -169,6 +176,9 @@ def run_diff(args: argparse.Namespace) -> int:
     except RegistryError as e:
         print(f"headwater schemas diff: {e.message}", file=sys.stderr)
         return 1
+    except httpx.HTTPError as e:
+        print(f"headwater schemas diff: {args.registry}: {e}", file=sys.stderr)
+        return 2
     changes = list(structural_diff(normalize(old.tree), normalize(new.tree), ""))
     print("\n".join(changes) if changes else "no differences")
     back = check(new, [(None, old)], Level.BACKWARD)

@@ -52,3 +52,15 @@ def test_register_check_and_get(
 def test_get_unknown_subject_fails(registry_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schemas", "get", unique("nobody"), "--registry", registry_url]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_unreachable_registry_is_reported_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "x-value.avsc"
+    path.write_text('"string"')
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    assert main(["schemas", "check", str(path), "--registry", nowhere]) == 1
+    assert "FAIL x-value" in capsys.readouterr().out
+    assert main(["schemas", "get", "x-value", "--registry", nowhere]) == 2
+    assert nowhere in capsys.readouterr().err
