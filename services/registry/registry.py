@@ -45,9 +45,11 @@ from headwater.registry.errors import (
 from headwater.registry.schema import AVRO, SCHEMA_TYPES, ParsedSchema, SchemaReference, parse
 from headwater.types import SchemaId
 from services.registry import metrics
+from services.registry.cache import BoundedCache
 from services.registry.store import GLOBAL, RETRYABLE, SQLStore, StoredSchema, VersionRow
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+CACHE_ENTRIES = 100_000
 MAX_REFERENCE_DEPTH = 32
 _RETRIES = 30
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -69,10 +71,12 @@ class Registry:
     def __init__(self, store: SQLStore, default_compatibility: str = "BACKWARD") -> None:
         self.store = store
         self.default_compatibility = parse_level(default_compatibility)
-        self._stored: dict[int, StoredSchema] = {}
-        self._parsed: dict[int, ParsedSchema] = {}
-        self._bodies: dict[int, bytes] = {}
-        self._ids: dict[str, SchemaId] = {}
+        # Bounded so a registry with very many schemas keeps a steady footprint; parsed trees
+        # are the heaviest entries, so fewer of them are kept.
+        self._stored: BoundedCache[int, StoredSchema] = BoundedCache(CACHE_ENTRIES)
+        self._parsed: BoundedCache[int, ParsedSchema] = BoundedCache(CACHE_ENTRIES // 10)
+        self._bodies: BoundedCache[int, bytes] = BoundedCache(CACHE_ENTRIES)
+        self._ids: BoundedCache[str, SchemaId] = BoundedCache(CACHE_ENTRIES)
 
     # --- schemas by id (immutable, cached) ------------------------------------------------------
 
@@ -94,7 +98,7 @@ class Registry:
 
     def _render_schema_body(self, schema_id: int) -> bytes:
         body = orjson.dumps(schema_document(self._schema(schema_id)))
-        self._bodies[schema_id] = body
+        self._bodies.put(schema_id, body)
         return body
 
     def schema_text(self, schema_id: int) -> Any:
@@ -127,7 +131,7 @@ class Registry:
             stored = self.store.get_schema(conn, schema_id)
         if stored is None:
             raise SchemaNotFoundError(f"Schema {schema_id} not found")
-        self._stored[schema_id] = stored
+        self._stored.put(schema_id, stored)
         return stored
 
     def _parsed_schema(self, conn: Connection, schema_id: int) -> ParsedSchema:
@@ -139,7 +143,7 @@ class Registry:
         stored = self._schema(schema_id, conn)
         refs = self._resolve_references(conn, stored.references, 0)
         parsed = parse(stored.text, refs, stored.schema_type)
-        self._parsed[schema_id] = parsed
+        self._parsed.put(schema_id, parsed)
         return parsed
 
     def list_schemas(
@@ -629,7 +633,7 @@ class Registry:
         if found is not None:
             # A fingerprint's id never changes once committed; a miss is not cached, because
             # another process may register the schema at any moment.
-            self._ids[fingerprint] = found
+            self._ids.put(fingerprint, found)
         return found
 
     def _parse(self, conn: Connection, schema: SchemaInput) -> ParsedSchema:
