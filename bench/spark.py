@@ -203,6 +203,17 @@ def main() -> int:
         rows: list[tuple[str, int, float]] = [
             ("fastavro decode loop, 1 process", args.records, loop_s)
         ]
+        started = time.perf_counter()
+        read_count = (
+            spark.read.format("headwater")
+            .option("brokers", broker)
+            .option("subscribe", topic)
+            .option("minPartitions", str(cores))
+            .load()
+            .count()
+        )
+        read_s = time.perf_counter() - started
+        rows.append((f"Spark read only (no validation), {args.master}", read_count, read_s))
         configs: list[tuple[str, dict[str, Any]]] = [("Spark validate", {})]
         if not args.skip_parquet:
             configs.append(("Spark validate + Parquet", {"output_path": str(work / "valid")}))

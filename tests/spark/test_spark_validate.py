@@ -88,11 +88,13 @@ def test_batch_job_counts_every_reason_and_writes_outputs(
 ) -> None:
     topic, values, expected, order_id = setup_topic(platform)
     dlq = platform.create_topic("orders-dlq")
+    target = platform.create_topic("orders-valid")
     config = JobConfig(
         brokers=[platform.broker],
         registry=platform.registry,
         topic=topic,
         output_path=str(tmp_path / "valid"),
+        target_topic=target,
         dead_letter_topic=dlq,
         summary_path=str(tmp_path / "summary.json"),
         state_dir=str(tmp_path / "state"),
@@ -136,6 +138,13 @@ def test_batch_job_counts_every_reason_and_writes_outputs(
         assert headers["headwater.dlq.message"]
     assert reasons == expected
 
+    # Valid rows, unchanged, in the target topic (without dead-letter headers).
+    forwarded = platform.fetch_all(target)
+    assert sorted(_b64(r["value"]) for r in forwarded) == sorted(
+        v for i, v in enumerate(values) if i < 10 or i >= 23 if v is not None
+    )
+    assert all(r["headers"] == [] for r in forwarded)
+
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["reasons"] == expected
     assert written["records"] == 43
@@ -145,6 +154,7 @@ def test_batch_job_counts_every_reason_and_writes_outputs(
     assert again.reasons == expected
     assert pq.read_table(tmp_path / "valid").num_rows == 30
     assert len(platform.fetch_all(dlq)) == 13
+    assert len(platform.fetch_all(target)) == 30
 
 
 def test_expected_version_and_cli(
