@@ -12,7 +12,8 @@ Outputs and what a re-run over the same range guarantees:
   record timestamp) and ``range`` (a digest of the source offset range). Written with dynamic
   partition overwrite, so a re-run of the same range replaces exactly its own files.
 - Topic outputs (dead-letter topic for invalid records, optional target topic for valid ones):
-  records are produced unchanged (key, value, headers); a source range is recorded in the
+  records are produced with their key, value and headers unchanged, plus ``headwater.source.*``
+  headers (and the reason, for dead letters); a source range is recorded in the
   ledger once its produce succeeded, and records in recorded ranges are not produced again. A run
   that dies mid-produce may leave some of its records produced without a ledger entry; the
   re-run then produces those again, each still carrying its ``headwater.source.*`` headers, the
@@ -152,18 +153,24 @@ def validate_batches(
 def produce_partition(
     brokers: list[str], topic: str, dead_letter: bool
 ) -> Callable[[Iterable[Any]], None]:
-    """The ``foreachPartition`` function producing rows to ``topic`` with the SDK's idempotent
-    producer (a retried batch is stored once); dead letters get the reason headers."""
+    """The ``foreachPartition`` function producing rows to ``topic``.
+
+    Uses the SDK's idempotent producer (a retried batch is stored once). Every record gets the
+    ``headwater.source.*`` headers (its dedup key); dead letters also get the reason headers. Any
+    record not acknowledged fails the task, so the driver never records the range as produced.
+    """
 
     def run(rows: Iterable[Any]) -> None:
         from headwater.producer import Producer
 
+        failures: list[BaseException] = []
+
+        def delivered(error: BaseException | None, _metadata: object) -> None:
+            if error is not None:
+                failures.append(error)
+
         producer = Producer(
-            {
-                "bootstrap.servers": ",".join(brokers),
-                "enable.idempotence": True,
-                "acks": "all",
-            }
+            {"bootstrap.servers": ",".join(brokers), "enable.idempotence": True, "acks": "all"}
         )
         try:
             for row in rows:
@@ -177,17 +184,34 @@ def produce_partition(
                         row["offset"],
                         row["schema_id"],
                     )
+                else:
+                    headers += source_headers(row["topic"], row["partition"], row["offset"])
                 producer.produce(
                     topic,
                     value=None if row["value"] is None else bytes(row["value"]),
                     key=None if row["key"] is None else bytes(row["key"]),
                     headers=headers,
+                    on_delivery=delivered,
                 )
-            producer.flush(60.0)
+            unfinished = producer.flush(120.0)
         finally:
-            producer.close()
+            producer.close(10.0)
+        if unfinished or failures:
+            raise RuntimeError(
+                f"producing to {topic}: {unfinished} batch(es) unfinished, "
+                f"{len(failures)} record(s) failed (first: {failures[:1]})"
+            )
 
     return run
+
+
+def source_headers(topic: str, partition: int, offset: int) -> list[tuple[str, bytes | None]]:
+    """Where a produced record came from: the deterministic key consumers can dedup on."""
+    return [
+        (SOURCE_TOPIC_HEADER, topic.encode()),
+        (SOURCE_PARTITION_HEADER, str(partition).encode()),
+        (SOURCE_OFFSET_HEADER, str(offset).encode()),
+    ]
 
 
 def dead_letter_headers(
@@ -202,9 +226,7 @@ def dead_letter_headers(
     headers: list[tuple[str, bytes | None]] = [
         (REASON_HEADER, reason.encode()),
         (MESSAGE_HEADER, message.encode()),
-        (SOURCE_TOPIC_HEADER, topic.encode()),
-        (SOURCE_PARTITION_HEADER, str(partition).encode()),
-        (SOURCE_OFFSET_HEADER, str(offset).encode()),
+        *source_headers(topic, partition, offset),
     ]
     if schema_id is not None:
         headers.append((SCHEMA_ID_HEADER, str(schema_id).encode()))

@@ -143,7 +143,14 @@ def test_batch_job_counts_every_reason_and_writes_outputs(
     assert sorted(_b64(r["value"]) for r in forwarded) == sorted(
         v for i, v in enumerate(values) if i < 10 or i >= 23 if v is not None
     )
-    assert all(r["headers"] == [] for r in forwarded)
+    for record in forwarded:
+        headers = {h["key"]: _b64(h["value"]) for h in record["headers"]}
+        assert set(headers) == {
+            "headwater.source.topic",
+            "headwater.source.partition",
+            "headwater.source.offset",
+        }
+        assert values[int(headers["headwater.source.offset"])] == _b64(record["value"])
 
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["reasons"] == expected
