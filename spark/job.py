@@ -110,21 +110,23 @@ def _validator(registry_url: str, expected: RegisteredSchema) -> PayloadValidato
 
 
 def validate_batches(
-    registry_url: str, expected: RegisteredSchema, output: StructType, keep_data: bool = True
+    registry_url: str, expected: RegisteredSchema, output: StructType
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function: source rows in, the same rows plus a verdict and data out.
+    """The ``mapInArrow`` function: source rows in, their verdicts out.
 
-    With ``keep_data`` False the ``data`` column is all nulls: no output needs the decoded values,
-    and turning them into Arrow structs is a good part of the per-record cost.
+    ``output`` (from :func:`output_schema`) names the source columns passed through, then the
+    verdict columns, then ``data`` (the decoded record) only when an output stores it: turning
+    decoded records into Arrow structs is a good part of the per-record cost.
     """
     expected_json = json.loads(expected.schema_str)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         validator = _validator(registry_url, expected)
-        convert = converter(expected_json)
         arrow_schema = to_arrow_schema(output, timezone="UTC")
-        data_type = arrow_schema.field("data").type
-        source_count = len(arrow_schema) - 5
+        passthrough = [f.name for f in output.fields if f.name not in VERDICT_COLUMNS]
+        keep_data = "data" in arrow_schema.names
+        data_type = arrow_schema.field("data").type if keep_data else None
+        convert = converter(expected_json) if keep_data else None
         validate = validator.validate
         for batch in batches:
             verdicts = [validate(value) for value in batch.column("value").to_pylist()]
@@ -132,19 +134,19 @@ def validate_batches(
                 continue
             # Transposing the verdict tuples runs in C; only the outcome needs a pass of its own.
             reasons, messages, schema_ids, data = (list(c) for c in zip(*verdicts, strict=True))
-            outcomes = [VALID if reason is None else INVALID for reason in reasons]
-            if keep_data and convert is not None:
-                data = [None if d is None else convert(d) for d in data]
             columns = [
-                batch.column(i).cast(arrow_schema.field(i).type) for i in range(source_count)
+                batch.column(name).cast(arrow_schema.field(name).type) for name in passthrough
             ]
             columns += [
-                pa.array(outcomes, pa.string()),
+                pa.array([VALID if r is None else INVALID for r in reasons], pa.string()),
                 pa.array(reasons, pa.string()),
                 pa.array(messages, pa.string()),
                 pa.array(schema_ids, pa.int32()),
-                pa.array(data, data_type) if keep_data else pa.nulls(len(data), data_type),
             ]
+            if keep_data:
+                if convert is not None:
+                    data = [None if d is None else convert(d) for d in data]
+                columns.append(pa.array(data, data_type))
             yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
     return run
@@ -236,19 +238,25 @@ def dead_letter_headers(
 # --- driver side -----------------------------------------------------------------------------
 
 
-def output_schema(expected: RegisteredSchema) -> StructType:
-    """Source columns, the verdict, and ``data`` in the expected schema's shape."""
-    data_type, _ = spark_type(json.loads(expected.schema_str))
-    return StructType(
-        [
-            *SOURCE_SCHEMA.fields,
-            StructField("outcome", StringType(), False),
-            StructField("reason", StringType(), True),
-            StructField("message", StringType(), True),
-            StructField("schema_id", IntegerType(), True),
-            StructField("data", data_type, True),
-        ]
-    )
+VERDICT_COLUMNS = ("outcome", "reason", "message", "schema_id", "data")
+
+
+def output_schema(
+    expected: RegisteredSchema, passthrough: Iterable[str], keep_data: bool
+) -> StructType:
+    """The validation step's rows: the ``passthrough`` source columns, the verdict, and (with
+    ``keep_data``) ``data`` in the expected schema's shape."""
+    fields = [SOURCE_SCHEMA[name] for name in passthrough]
+    fields += [
+        StructField("outcome", StringType(), False),
+        StructField("reason", StringType(), True),
+        StructField("message", StringType(), True),
+        StructField("schema_id", IntegerType(), True),
+    ]
+    if keep_data:
+        data_type, _ = spark_type(json.loads(expected.schema_str))
+        fields.append(StructField("data", data_type, True))
+    return StructType(fields)
 
 
 def range_id(ranges: Iterable[OffsetRange]) -> str:
@@ -316,10 +324,21 @@ class ValidationJob:
         return options
 
     def validate(self, source: DataFrame, expected: RegisteredSchema) -> DataFrame:
-        schema = output_schema(expected)
-        keep_data = bool(self.config.output_path)  # only Parquet stores the decoded values
-        return source.mapInArrow(
-            validate_batches(self.config.registry, expected, schema, keep_data), schema
+        """Verdicts for every source row, carrying only the columns the outputs use.
+
+        Every column crossing between the JVM and the Python workers is converted row by row
+        (headers, an array of structs, most of all), so what no output needs is dropped first.
+        """
+        c = self.config
+        passthrough = ["topic", "partition", "offset"]
+        if c.output_path:
+            passthrough += ["timestamp"]
+        if c.target_topic or c.dead_letter_topic:
+            passthrough += ["key", "value", "headers"]
+        inputs = [*passthrough, *([] if "value" in passthrough else ["value"])]
+        schema = output_schema(expected, passthrough, keep_data=bool(c.output_path))
+        return source.select(*inputs).mapInArrow(
+            validate_batches(c.registry, expected, schema), schema
         )
 
     # Batch ---------------------------------------------------------------------------------
