@@ -121,8 +121,13 @@ class CoordinatorClient:
         session_timeout_ms: int | None = None,
         rebalance_timeout_ms: int | None = None,
         assignor: str | None = None,
+        wait_ms: int = 0,
     ) -> HeartbeatAnswer:
+        """One heartbeat; ``wait_ms`` > 0 lets the coordinator hold an answer that has no news
+        until the group changes (long-poll)."""
         body: dict[str, Any] = {"member_id": member_id, "member_epoch": member_epoch}
+        if wait_ms:
+            body["wait_ms"] = wait_ms
         if topics is not None:
             body["topics"] = sorted(topics)
         if owned is not None:

@@ -66,6 +66,7 @@ class GroupMembership:
         self._owned: frozenset[TopicPartition] = frozenset()
         self._losses = 0
         self.fatal: HeadwaterError | None = None
+        self._interval_s = 3.0  # until the coordinator tells its heartbeat interval
         self._heartbeats = 0
         self._cond = threading.Condition()
         self._wake = threading.Event()
@@ -87,9 +88,17 @@ class GroupMembership:
             self._wake.clear()
 
     def heartbeat_once(self) -> float:
-        """Send one heartbeat; returns the seconds until the next one is due."""
+        """Send one heartbeat; returns the seconds until the next one is due.
+
+        When the member owns exactly what it was last told, the heartbeat long-polls (the
+        coordinator holds it until the group changes, up to one interval), so a rebalance is
+        heard at once; with a change still to apply it does not, so a release is never held.
+        """
         with self._cond:
             member_id, epoch, owned = self.member_id, self.member_epoch, self._owned
+            settled = member_id is not None and owned == self._assignment
+        interval_s = self._interval_s
+        started = time.monotonic()
         try:
             answer = self.client.heartbeat(
                 self.group_id,
@@ -101,6 +110,7 @@ class GroupMembership:
                 session_timeout_ms=self.session_timeout_ms,
                 rebalance_timeout_ms=self.rebalance_timeout_ms,
                 assignor=self.assignor,
+                wait_ms=int(interval_s * 1000) if settled else 0,
             )
         except FencedInstanceIdError as exc:
             # Another process runs with this static instance id; rejoining would fence it in
@@ -135,8 +145,11 @@ class GroupMembership:
                 self.member_epoch = answer.member_epoch
                 self._assignment = answer.assignment
             self._heartbeats += 1
+            self._interval_s = answer.heartbeat_interval_ms / 1000
             self._cond.notify_all()
-        return answer.heartbeat_interval_ms / 1000
+        if answer.assignment != owned:
+            return self._interval_s  # report_owned() wakes the loop once the change is applied
+        return max(0.0, self._interval_s - (time.monotonic() - started))
 
     # -- the poll thread's side ---------------------------------------------------------------
 
@@ -204,11 +217,10 @@ class GroupMembership:
         for a session timeout)."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
         with self._cond:
             member_id = self.member_id
         if member_id is None:
+            self._join_thread()
             return
         try:
             self.client.heartbeat(
@@ -219,6 +231,12 @@ class GroupMembership:
             )
         except (httpx.TransportError, HeadwaterError) as exc:
             log.warning("group %s: leave failed (the session will expire): %s", self.group_id, exc)
+        # The loop may be parked in a long-poll; leaving changes the group, which answers it.
+        self._join_thread()
         with self._cond:
             self.member_id = None
             self._assignment = frozenset()
+
+    def _join_thread(self) -> None:
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self._interval_s + 10)

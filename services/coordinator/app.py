@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import httpx
 from fastapi import Depends, FastAPI, Request, Response
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from headwater.groups.errors import COORDINATOR
 from headwater.service import create_service_app
@@ -28,7 +28,7 @@ from services.coordinator.models import (
 )
 from services.coordinator.redis_server import PrivateRedis
 from services.coordinator.settings import CoordinatorSettings
-from services.coordinator.store import GroupStore
+from services.coordinator.store import GroupChanges, GroupStore
 
 
 def _coordinator(request: Request) -> Coordinator:
@@ -66,23 +66,30 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def serving(app: FastAPI, url: str) -> AsyncIterator[None]:
-        redis = Redis.from_url(url)
+        # Requests wait for a free connection rather than fail when many arrive at once.
+        redis = Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=64))
         metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport)
         store = GroupStore(redis, settings.key_prefix, settings.offsets_retention_ms)
+        changes = GroupChanges(redis, store.changes_channel)
         coordinator = Coordinator(
             store,
             metadata,
             session_timeout_ms=settings.session_timeout_ms,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            changes=changes,
         )
         app.state.coordinator = coordinator
-        sweeper = asyncio.create_task(coordinator.run_sweeper(settings.sweep_interval_ms / 1000))
+        tasks = [
+            asyncio.create_task(coordinator.run_sweeper(settings.sweep_interval_ms / 1000)),
+            asyncio.create_task(changes.listen()),
+        ]
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await metadata.close()
             await redis.aclose()
 

@@ -49,7 +49,7 @@ from services.coordinator.models import (
     ResetBody,
     TopicPartitions,
 )
-from services.coordinator.store import GroupStore
+from services.coordinator.store import GroupChanges, GroupStore
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -62,6 +62,8 @@ DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
 # A member that is still reconciling comes back sooner than the regular interval, so a partition
 # freed by its old owner reaches the new one quickly.
 RECONCILING_HEARTBEAT_MS = 100
+MAX_WAIT_MS = 30_000
+WAKE_COALESCE_S = 0.01
 
 
 def now_ms() -> int:
@@ -82,11 +84,13 @@ class Coordinator:
         *,
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3_000,
+        changes: GroupChanges | None = None,
     ) -> None:
         self.store = store
         self.metadata = metadata
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.changes = changes
         # Start-up grace: while no coordinator ran, members could not heartbeat, so deadlines
         # that passed meanwhile mean nothing. Like Kafka re-arming session timers when a
         # coordinator loads a group, this process expires no one for one session timeout; a
@@ -161,10 +165,34 @@ class Coordinator:
     # --- membership ----------------------------------------------------------------------------
 
     async def heartbeat(self, group_id: str, body: HeartbeatBody) -> HeartbeatResponse:
-        """Join, heartbeat (reconciling toward the target) or leave, in one atomic step."""
+        """Join, heartbeat (reconciling toward the target) or leave, in one atomic step.
+
+        With ``wait_ms``, an answer that would tell the member nothing new (same epoch, same
+        partitions as it reported owning) is held until the group changes or the wait ends, so
+        members hear of a rebalance at once instead of at their next heartbeat.
+        """
         self._check_group_id(group_id)
         request = self._request(body)
+        if not 0 <= body.wait_ms <= MAX_WAIT_MS:
+            raise InvalidTimeoutError(f"wait_ms {body.wait_ms} is outside [0, {MAX_WAIT_MS}]")
+        deadline = time.monotonic() + min(body.wait_ms, request.session_timeout_ms // 2) / 1000
+        while True:
+            change = None
+            if self.changes is not None and request.member_id is not None:
+                change = self.changes.watch(group_id, request.member_id)
+            response = await self._heartbeat_once(group_id, request)
+            remaining = deadline - time.monotonic()
+            news = response.member_epoch != request.member_epoch or request.owned != {
+                (a.topic, PartitionId(p)) for a in response.assignment for p in a.partitions
+            }
+            if news or remaining <= 0 or change is None:
+                return response
+            if not await GroupChanges.wait(change, remaining):
+                return response
+            # Changes come in bursts (a join moves many members); let one settle first.
+            await asyncio.sleep(WAKE_COALESCE_S)
 
+    async def _heartbeat_once(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResponse:
         fast = await self._fast_heartbeat(group_id, request)
         if fast is not None:
             metrics.HEARTBEATS.inc()

@@ -226,6 +226,7 @@ class GroupState:
     removed_members: set[str] = field(default_factory=set)
     fenced_members: dict[str, int] = field(default_factory=dict)
     rebalances: int = 0
+    released: bool = False
     expired: list[str] = field(default_factory=list)
     loaded_epoch: GroupEpoch = field(default_factory=lambda: GroupEpoch(0))
 
@@ -255,6 +256,23 @@ class GroupState:
             state.loaded_epoch = state.epoch
         state.members = {m.member_id: m for m in members}
         return state
+
+    @property
+    def others_may_care(self) -> bool:
+        """Whether this operation changed what other members may be told (new target epoch,
+        partitions released, members gone): parked heartbeats are woken for it."""
+        return self.epoch != self.loaded_epoch or self.released or bool(self.removed_members)
+
+    def members_to_wake(self) -> set[str]:
+        """Members whose answer may differ now: their record changed, or they wait for
+        partitions and some were freed. Waking only them keeps a rebalance of a large group
+        from re-running every member's heartbeat for every release."""
+        if not self.others_may_care:
+            return set()
+        waiting = {
+            m.member_id for m in self.members.values() if not m.revoking and m.target - m.assigned
+        }
+        return (self.changed_members | waiting) & set(self.members)
 
     # --- views ---------------------------------------------------------------------------------
 
@@ -320,17 +338,34 @@ class GroupState:
         target = ASSIGNORS[self.assignor](subs, self.topics) if subs else {}
         for member_id, tps in target.items():
             member = self.members[member_id]
-            if member.target != set(tps):
-                member.target = set(tps)
+            new = set(tps)
+            if member.target != new:
+                member.target = new
+                self.changed_members.add(member_id)
+            elif not member.revoking and member.assigned == new:
+                # Nothing moves for this member, so it is at the new epoch already and the
+                # group can be stable without waiting for its next heartbeat.
+                member.epoch = MemberEpoch(self.epoch)
                 self.changed_members.add(member_id)
         self.assignment_epoch = self.epoch
         self.rebalances += 1
 
-    def reconcile(self, member: Member, owned: set[TopicPartition] | None, now_ms: int) -> None:
-        """Move one member toward its target without ever creating a second owner."""
+    def reconcile(
+        self,
+        member: Member,
+        owned: set[TopicPartition] | None,
+        now_ms: int,
+        known_epoch: MemberEpoch,
+    ) -> None:
+        """Move one member toward its target without ever creating a second owner.
+
+        ``known_epoch`` is the epoch the member's request carried: the oldest one it may still
+        send if this answer is lost.
+        """
         before = member.to_json()
-        if owned is not None:
+        if owned is not None and member.revoking - owned:
             member.revoking &= owned
+            self.released = True
         # Partitions that left the target are revoked first; ones that came back are kept.
         back = member.revoking & member.target
         member.assigned |= back
@@ -343,12 +378,15 @@ class GroupState:
         if not member.revoking:
             member.revoke_deadline_ms = 0
             if int(member.epoch) != int(self.assignment_epoch):
-                member.previous_epoch = member.epoch
                 member.epoch = MemberEpoch(self.assignment_epoch)
-            owners = self.owners()
-            for tp in sorted(member.target - member.assigned):
-                if owners.get(tp) is None:
-                    member.assigned.add(tp)
+            missing = member.target - member.assigned
+            if missing:
+                owners = self.owners()
+                for tp in sorted(missing):
+                    if owners.get(tp) is None:
+                        member.assigned.add(tp)
+        if member.epoch != known_epoch:
+            member.previous_epoch = known_epoch
         if member.to_json() != before:
             self.changed_members.add(member.member_id)
 
@@ -379,7 +417,7 @@ class GroupState:
             member = self._existing(request, fenced)
             if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(member, epoch, now_ms, sizes, expire)
-            if epoch not in (member.epoch, member.previous_epoch):
+            if not member.previous_epoch <= epoch <= member.epoch:
                 raise FencedMemberEpochError(
                     f"member {member.member_id} sent epoch {epoch}; its epoch is {member.epoch}"
                 )
@@ -397,7 +435,10 @@ class GroupState:
             raise UnknownMemberError(f"member {member.member_id} expired")
         self.refresh_topics(sizes)
         self.compute_target()
-        self.reconcile(member, request.owned if epoch != JOIN_EPOCH else set(), now_ms)
+        joined = epoch == JOIN_EPOCH
+        self.reconcile(
+            member, set() if joined else request.owned, now_ms, member.epoch if joined else epoch
+        )
         return HeartbeatResult(
             member.member_id,
             member.epoch,

@@ -8,6 +8,7 @@ for the same topic share one fetch, so a burst of heartbeats makes one broker ca
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ import httpx
 
 from headwater.groups.errors import BrokersUnavailableError, UnknownTopicOrPartitionError
 from headwater.types import Offset, PartitionId
+
+log = logging.getLogger("headwater.coordinator")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class BrokerMetadata:
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout_s)
         self._cache: dict[str, tuple[float, TopicInfo | None]] = {}
         self._inflight: dict[str, asyncio.Future[TopicInfo | None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -74,11 +78,24 @@ class BrokerMetadata:
         end = {PartitionId(p["partition"]): Offset(p["end_offset"]) for p in body["partitions"]}
         return TopicInfo(topic, beginning, end)
 
-    async def topic(self, name: str, *, fresh: bool = False) -> TopicInfo | None:
-        """The topic's partitions and offsets (None when no broker knows it)."""
+    async def topic(
+        self, name: str, *, fresh: bool = False, stale_ok: bool = False
+    ) -> TopicInfo | None:
+        """The topic's partitions and offsets (None when no broker knows it).
+
+        ``stale_ok``: an expired cache entry is returned at once and refreshed in the
+        background, so a slow broker never holds up the caller (heartbeats, which run under
+        the group's lock); the next caller sees the refreshed sizes.
+        """
         now = time.monotonic()
         cached = self._cache.get(name)
         if cached is not None and not fresh and cached[0] > now:
+            return cached[1]
+        if cached is not None and stale_ok and not fresh:
+            if name not in self._inflight:
+                task = asyncio.create_task(self._refresh_quietly(name))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
             return cached[1]
         pending = self._inflight.get(name)
         if pending is not None:
@@ -97,10 +114,17 @@ class BrokerMetadata:
         future.set_result(info)
         return info
 
+    async def _refresh_quietly(self, name: str) -> None:
+        try:
+            await self.topic(name, fresh=True)
+        except Exception as exc:  # the stale entry stays; the next caller retries
+            log.warning("refreshing metadata of %s failed: %s", name, exc)
+
     async def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        """Partition count of every existing topic among ``topics`` (missing ones left out)."""
+        """Partition count of every existing topic among ``topics`` (missing ones left out);
+        possibly up to one refresh stale (see ``stale_ok``)."""
         names = sorted(set(topics))
-        infos = await asyncio.gather(*(self.topic(t) for t in names))
+        infos = await asyncio.gather(*(self.topic(t, stale_ok=True) for t in names))
         return {t: i.partitions for t, i in zip(names, infos, strict=True) if i is not None}
 
     async def require(

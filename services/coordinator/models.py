@@ -25,6 +25,11 @@ class HeartbeatBody(BaseModel):
     session_timeout_ms: int | None = None
     rebalance_timeout_ms: int | None = None
     assignor: str | None = Field(default=None, description="uniform (default) or range")
+    wait_ms: int = Field(
+        default=0,
+        description="long-poll: when the answer would tell the member nothing new, hold it up "
+        "to this long (at most half the session timeout) until the group changes",
+    )
 
 
 class HeartbeatResponse(BaseModel):

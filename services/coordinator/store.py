@@ -7,6 +7,7 @@ Keys (``P`` is COORDINATOR_KEY_PREFIX)::
     P group:{g}              hash   "meta" -> JSON (epochs, assignor, topic sizes, created),
                                     "size" -> member count, "m:{member id}" -> member JSON
     P offsets:{g}            hash   "topic:partition" -> JSON {offset, metadata, commit_timestamp}
+    P beats:{g}              hash   member id -> ms of its last fast-path heartbeat (liveness)
     P fenced:{g}:{member}    string a member id replaced by a static rejoin (expires)
 
 A group operation reads ``group:{g}`` under WATCH, applies the state machine in Python and
@@ -85,12 +86,15 @@ return {'OK', ''}
 
 
 # The steady-state heartbeat, in one step: a member that is stable (owns exactly its target at
-# the group's assignment epoch) and reports nothing new only needs its liveness recorded.
-# Anything else -- a different epoch, owned set, subscription, timeouts, instance id, or topic
+# the group's assignment epoch) and reports nothing new only needs its liveness recorded (and,
+# if a rebalance moved it to a new epoch without touching its partitions, to hear that epoch).
+# Anything else -- an unknown epoch, owned set, subscription, timeouts, instance id, or topic
 # sizes that differ from the group's -- returns nil and the heartbeat takes the full path.
-# KEYS: group hash, deadlines zset. ARGV: group id, member id, epoch, now, owned key ("*" = not
-# reported), topics key ("*" = not sent), session ms, rebalance ms, instance id ("" = none),
-# JSON {topic: partitions} of the group's subscribed topics. Returns the member's JSON.
+# Liveness goes to its own hash (``beats:{g}``), which group transactions read but do not WATCH:
+# a fast heartbeat never aborts a transaction, and needs no lock.
+# KEYS: group hash, deadlines zset, beats hash. ARGV: group id, member id, epoch, now, owned
+# key ("*" = not reported), topics key ("*" = not sent), session ms, rebalance ms, instance id
+# ("" = none), JSON {topic: partitions} of the group's subscribed topics. Returns member JSON.
 FAST_HEARTBEAT_SCRIPT = """
 local raw = redis.call('HGET', KEYS[1], 'm:' .. ARGV[2])
 local metaraw = redis.call('HGET', KEYS[1], 'meta')
@@ -99,7 +103,10 @@ local m = cjson.decode(raw)
 local meta = cjson.decode(metaraw)
 local fast = m.fast
 if type(fast) ~= 'table' or not fast.stable or m.left_static then return false end
-if m.epoch ~= tonumber(ARGV[3]) or m.epoch ~= meta.assignment_epoch then return false end
+local sent = tonumber(ARGV[3])
+if sent < m.previous_epoch or sent > m.epoch or m.epoch ~= meta.assignment_epoch then
+  return false
+end
 if meta.epoch ~= meta.assignment_epoch then return false end
 if ARGV[5] ~= '*' and ARGV[5] ~= fast.assigned_key then return false end
 if ARGV[6] ~= '*' and ARGV[6] ~= fast.topics_key then return false end
@@ -111,7 +118,7 @@ if instance ~= ARGV[9] then return false end
 local sizes = cjson.decode(ARGV[10])
 for t, n in pairs(sizes) do if meta.topics[t] ~= n then return false end end
 for t, n in pairs(meta.topics) do if sizes[t] ~= n then return false end end
-redis.call('HSET', KEYS[1], 'hb:' .. ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + m.session_timeout_ms, ARGV[1] .. '\\0' .. ARGV[2])
 return raw
 """
@@ -154,12 +161,20 @@ class GroupStore:
     def offsets_key(self, group_id: str) -> str:
         return f"{self.prefix}offsets:{group_id}"
 
+    def beats_key(self, group_id: str) -> str:
+        return f"{self.prefix}beats:{group_id}"
+
     def fenced_key(self, group_id: str, member_id: str) -> str:
         return f"{self.prefix}fenced:{group_id}:{member_id}"
 
     @property
     def groups_key(self) -> str:
         return f"{self.prefix}groups"
+
+    @property
+    def changes_channel(self) -> str:
+        """Pub/sub channel: ``group id \\n member id,...`` when those members may have news."""
+        return f"{self.prefix}changes"
 
     @property
     def deadlines_key(self) -> str:
@@ -169,15 +184,18 @@ class GroupStore:
 
     async def load(self, group_id: str) -> GroupState:
         raw = await self.redis.hgetall(self.group_key(group_id))
-        return self._decode(group_id, cast(dict[bytes, bytes], raw))
+        beats = await self.redis.hgetall(self.beats_key(group_id))
+        return self._decode(
+            group_id, cast(dict[bytes, bytes], raw), cast(dict[bytes, bytes], beats)
+        )
 
     @staticmethod
-    def _decode(group_id: str, raw: dict[bytes, bytes]) -> GroupState:
+    def _decode(group_id: str, raw: dict[bytes, bytes], beats: dict[bytes, bytes]) -> GroupState:
         meta = orjson.loads(raw[b"meta"]) if b"meta" in raw else None
         members = [Member.from_json(orjson.loads(v)) for k, v in raw.items() if k.startswith(b"m:")]
         for member in members:
             # Fast heartbeats record liveness beside the member's JSON (see the script).
-            beat = raw.get(f"hb:{member.member_id}".encode())
+            beat = beats.get(member.member_id.encode())
             if beat is not None:
                 member.last_heartbeat_ms = max(member.last_heartbeat_ms, int(beat))
         return GroupState.from_storage(group_id, meta, members)
@@ -197,11 +215,21 @@ class GroupStore:
                     try:
                         await pipe.watch(key)
                         raw = await pipe.hgetall(key)
-                        state = self._decode(group_id, cast(dict[bytes, bytes], raw))
+                        # Read, not watched: a concurrent fast heartbeat only makes a member
+                        # more alive, and must not abort this transaction.
+                        beats = await self.redis.hgetall(self.beats_key(group_id))
+                        state = self._decode(
+                            group_id,
+                            cast(dict[bytes, bytes], raw),
+                            cast(dict[bytes, bytes], beats),
+                        )
                         had_members = bool(state.members)
                         result = await operation(state)
                         pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
                         self._write(pipe, state, had_members)
+                        wake = state.members_to_wake()
+                        if wake:
+                            pipe.publish(self.changes_channel, f"{group_id}\n{','.join(wake)}")
                         await pipe.execute()
                         return result, state
                     except WatchError:
@@ -229,9 +257,8 @@ class GroupStore:
             fields[f"m:{member_id}"] = orjson.dumps(data)
         pipe.hset(key, mapping=fields)
         if state.removed_members:
-            pipe.hdel(
-                key, *(f"{kind}:{mid}" for mid in state.removed_members for kind in ["m", "hb"])
-            )
+            pipe.hdel(key, *(f"m:{mid}" for mid in state.removed_members))
+            pipe.hdel(self.beats_key(g), *state.removed_members)
             pipe.zrem(self.deadlines_key, *(f"{g}\0{mid}" for mid in state.removed_members))
         for member_id, ttl_ms in state.fenced_members.items():
             pipe.set(self.fenced_key(g, member_id), b"1", px=max(ttl_ms * 2, 1000))
@@ -246,6 +273,7 @@ class GroupStore:
         else:
             pipe.pexpire(key, self.retention_ms)
             pipe.pexpire(self.offsets_key(g), self.retention_ms)
+            pipe.delete(self.beats_key(g))
 
     async def fast_heartbeat(
         self,
@@ -260,24 +288,25 @@ class GroupStore:
         instance_id: str | None,
         sizes: dict[str, int],
     ) -> Member | None:
-        """Record a stable member's heartbeat in one script; None if it needs the full path."""
-        lock = self._locks.setdefault(group_id, asyncio.Lock())
-        async with lock:
-            raw = await self._fast_heartbeat(
-                keys=[self.group_key(group_id), self.deadlines_key],
-                args=[
-                    group_id,
-                    member_id,
-                    member_epoch,
-                    now_ms,
-                    "*" if owned is None else partitions_key(owned),
-                    "*" if topics is None else topics_key(topics),
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    instance_id or "",
-                    orjson.dumps(sizes),
-                ],
-            )
+        """Record a stable member's heartbeat in one script; None if it needs the full path.
+
+        No lock: the script is atomic and writes nothing a group transaction watches.
+        """
+        raw = await self._fast_heartbeat(
+            keys=[self.group_key(group_id), self.deadlines_key, self.beats_key(group_id)],
+            args=[
+                group_id,
+                member_id,
+                member_epoch,
+                now_ms,
+                "*" if owned is None else partitions_key(owned),
+                "*" if topics is None else topics_key(topics),
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                instance_id or "",
+                orjson.dumps(sizes),
+            ],
+        )
         return None if raw is None else Member.from_json(orjson.loads(raw))
 
     async def due_groups(self, now_ms: int, limit: int = 500) -> set[str]:
@@ -423,7 +452,7 @@ class GroupStore:
                     if size:
                         raise GroupNotEmptyError(f"group {group_id} has {size} members")
                     pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
-                    pipe.delete(key, self.offsets_key(group_id))
+                    pipe.delete(key, self.offsets_key(group_id), self.beats_key(group_id))
                     pipe.srem(self.groups_key, group_id)
                     await pipe.execute()
                     return
@@ -440,3 +469,49 @@ class GroupStore:
             else:  # its keys expired (offsets retention) or were deleted
                 await self.redis.srem(self.groups_key, name)
         return alive
+
+
+class GroupChanges:
+    """Wakes parked heartbeats in this process when any process publishes a group change."""
+
+    def __init__(self, redis: Redis, channel: str) -> None:
+        self.redis = redis
+        self.channel = channel
+        self._events: dict[str, asyncio.Event] = {}  # "group\nmember" -> its parked waiters
+
+    def watch(self, group_id: str, member_id: str) -> asyncio.Event:
+        """The event set at the member's next news: take it *before* reading the group's
+        state, so a change between that read and the wait is not missed."""
+        return self._events.setdefault(f"{group_id}\n{member_id}", asyncio.Event())
+
+    @staticmethod
+    async def wait(event: asyncio.Event, timeout_s: float) -> bool:
+        """True if the watched change happened within ``timeout_s``."""
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def wake(self, message: str) -> None:
+        group_id, _, members = message.partition("\n")
+        for member_id in members.split(","):
+            event = self._events.pop(f"{group_id}\n{member_id}", None)
+            if event is not None:
+                event.set()
+
+    async def listen(self) -> None:
+        """Forward published changes to waiters, forever (reconnecting after errors)."""
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(self.channel)
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self.wake(message["data"].decode())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(0.5)
+            finally:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py

@@ -282,3 +282,69 @@ def test_openapi_documents_every_route(api: TestClient) -> None:
         "/groups/{group_id}/offsets/reset",
         "/groups/{group_id}/lag",
     }
+
+
+def test_a_parked_heartbeat_returns_as_soon_as_the_group_changes(
+    api: TestClient, broker: ServiceProcess
+) -> None:
+    import threading
+    import time
+
+    topic, group = make_topic(broker, 4), unique("g")
+    a = join(api, group, [topic], session_timeout_ms=20_000)
+    a = beat(api, group, a)  # stable: owns all four
+    answers: list[tuple[float, dict[str, Any]]] = []
+
+    def parked() -> None:
+        started = time.monotonic()
+        response = api.post(
+            f"/groups/{group}/heartbeat",
+            json={
+                "member_id": a["member_id"],
+                "member_epoch": a["member_epoch"],
+                "owned": a["assignment"],
+                "wait_ms": 8_000,
+                "session_timeout_ms": 20_000,
+            },
+        )
+        answers.append((time.monotonic() - started, response.json()))
+
+    waiter = threading.Thread(target=parked)
+    waiter.start()
+    time.sleep(0.5)
+    join(api, group, [topic], session_timeout_ms=20_000)  # the change that wakes it
+    waiter.join(timeout=10)
+    ((elapsed, answer),) = answers
+    assert 0.4 < elapsed < 3.0
+    assert len(partitions_of(answer)) == 2  # told to give two partitions up, at once
+    # Reporting the release is news (a new epoch): answered at once.
+    answer = api.post(
+        f"/groups/{group}/heartbeat",
+        json={
+            "member_id": a["member_id"],
+            "member_epoch": answer["member_epoch"],
+            "owned": answer["assignment"],
+            "wait_ms": 5_000,
+            "session_timeout_ms": 20_000,
+        },
+    ).json()
+    assert answer["member_epoch"] == 2
+    # Nothing new for a stable member: held for the whole wait.
+    started = time.monotonic()
+    quiet = api.post(
+        f"/groups/{group}/heartbeat",
+        json={
+            "member_id": a["member_id"],
+            "member_epoch": answer["member_epoch"],
+            "owned": answer["assignment"],
+            "wait_ms": 600,
+            "session_timeout_ms": 20_000,
+        },
+    )
+    assert quiet.status_code == 200
+    assert 0.5 < time.monotonic() - started < 3.0
+    bad = api.post(
+        f"/groups/{group}/heartbeat",
+        json={"member_id": a["member_id"], "member_epoch": 1, "wait_ms": 10**6},
+    )
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42202)
