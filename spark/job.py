@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from headwater.types import Offset, PartitionId
 from spark.avro_types import converter, spark_type
@@ -148,6 +148,65 @@ def validate_batches(
                     data = [None if d is None else convert(d) for d in data]
                 columns.append(pa.array(data, data_type))
             yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+
+    return run
+
+
+COUNT_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("outcome", StringType(), False),
+        StructField("reason", StringType(), True),
+        StructField("n", LongType(), False),
+        StructField("first", LongType(), False),
+        StructField("last", LongType(), False),
+    ]
+)
+
+
+def count_verdicts(
+    registry_url: str, expected: RegisteredSchema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a run with no record outputs: source rows in, counts out.
+
+    Each Arrow batch becomes a few rows (one per partition, outcome and reason, with the first
+    and last offset), grouped by Arrow in C++; only those cross back to the JVM.
+    """
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        validate = _validator(registry_url, expected).validate
+        for batch in batches:
+            reasons = [validate(value)[0] for value in batch.column("value").to_pylist()]
+            if not reasons:
+                continue
+            table = pa.table(
+                {
+                    "topic": batch.column("topic"),
+                    "partition": batch.column("partition"),
+                    "reason": pa.array(reasons, pa.string()),
+                    "offset": batch.column("offset"),
+                }
+            )
+            grouped = table.group_by(["topic", "partition", "reason"], use_threads=False).aggregate(
+                [("offset", "count"), ("offset", "min"), ("offset", "max")]
+            )
+            reason_column = grouped.column("reason")
+            yield pa.RecordBatch.from_arrays(
+                [
+                    grouped.column("topic").combine_chunks(),
+                    grouped.column("partition").combine_chunks(),
+                    pa.array(
+                        [VALID if r is None else INVALID for r in reason_column.to_pylist()],
+                        pa.string(),
+                    ),
+                    reason_column.combine_chunks(),
+                    grouped.column("offset_count").combine_chunks().cast(pa.int64()),
+                    grouped.column("offset_min").combine_chunks(),
+                    grouped.column("offset_max").combine_chunks(),
+                ],
+                schema=to_arrow_schema(COUNT_SCHEMA),
+            )
 
     return run
 
@@ -356,25 +415,31 @@ class ValidationJob:
             .option("endingOffsets", json.dumps(to_json_offsets(offsets_end)))
             .load()
         )
-        self._process(self.validate(source, expected), ranges)
+        self._process(source, expected, ranges)
         self.summary.elapsed_s = time.monotonic() - started
         self._describe(expected, ranges)
         self._write_summary()
         return self.summary
 
-    def _process(self, validated: DataFrame, ranges: list[OffsetRange] | None) -> None:
-        """Aggregate, then write every output, from one cached validation pass."""
+    def _process(
+        self, source: DataFrame, expected: RegisteredSchema, ranges: list[OffsetRange] | None
+    ) -> None:
+        """Validate ``source`` (a batch run or one micro-batch), count, write every output."""
         c = self.config
-        outputs = bool(c.output_path or c.target_topic or c.dead_letter_topic)
-        if outputs:
-            # Every output reads the same validation pass instead of fetching and decoding again.
-            validated = validated.persist(StorageLevel.MEMORY_AND_DISK)
+        if not (c.output_path or c.target_topic or c.dead_letter_topic):
+            counts_only = source.select("topic", "partition", "offset", "value").mapInArrow(
+                count_verdicts(c.registry, expected), COUNT_SCHEMA
+            )
+            self._add_counts(self._counts(counts_only, "n"))
+            return
+        # Every output reads the same validation pass instead of fetching and decoding again.
+        validated = self.validate(source, expected).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            counts = self._counts(validated)
+            counts = self._counts(validated, None)
             if not counts:
                 return
             covered = ranges if ranges is not None else ranges_from_counts(counts)
-            self.summary.add(counts)
+            self._add_counts(counts)
             if c.output_path:
                 self._write_parquet(validated.where(sf.col("outcome") == VALID), covered)
             if c.target_topic:
@@ -384,17 +449,25 @@ class ValidationJob:
                     validated.where(sf.col("outcome") == INVALID), c.dead_letter_topic, covered
                 )
         finally:
-            if outputs:
-                validated.unpersist()
+            validated.unpersist()
+
+    def _add_counts(self, counts: list[CountRow]) -> None:
+        if counts:
+            self.summary.add(counts)
 
     @staticmethod
-    def _counts(validated: DataFrame) -> list[CountRow]:
-        rows = (
-            validated.groupBy("topic", "partition", "outcome", "reason")
+    def _counts(rows: DataFrame, count_column: str | None) -> list[CountRow]:
+        """Counts and offsets per (topic, partition, outcome, reason) of verdict rows, or of
+        partial counts already made on the executors (``count_column`` names their count)."""
+        first = "first" if count_column else "offset"
+        last = "last" if count_column else "offset"
+        total = sf.sum(count_column) if count_column else sf.count(sf.lit(1))
+        aggregated = (
+            rows.groupBy("topic", "partition", "outcome", "reason")
             .agg(
-                sf.count(sf.lit(1)).alias("n"),
-                sf.min("offset").alias("first"),
-                sf.max("offset").alias("last"),
+                total.alias("n"),
+                sf.min(first).alias("first"),
+                sf.max(last).alias("last"),
             )
             .collect()
         )
@@ -402,7 +475,7 @@ class ValidationJob:
             CountRow(
                 r["topic"], r["partition"], r["outcome"], r["reason"], r["n"], r["first"], r["last"]
             )
-            for r in rows
+            for r in aggregated
         ]
 
     def _write_parquet(self, valid: DataFrame, ranges: list[OffsetRange]) -> None:
@@ -483,12 +556,11 @@ class ValidationJob:
             .option("startingOffsets", c.starting_offsets)
             .load()
         )
-        validated = self.validate(source, expected)
 
         def each_batch(batch: DataFrame, batch_id: int) -> None:
-            self._process(batch, None)
+            self._process(batch, expected, None)
 
-        writer = validated.writeStream.foreachBatch(each_batch).option(
+        writer = source.writeStream.foreachBatch(each_batch).option(
             "checkpointLocation", c.checkpoint
         )
         writer = (
