@@ -41,14 +41,11 @@ from headwater.types import Offset, PartitionId
 from spark.avro_types import converter, spark_type
 from spark.ledger import RangeLedger
 from spark.offsets import (
-    EARLIEST,
-    LATEST,
     OffsetRange,
-    parse_offset_spec,
     to_json_offsets,
 )
 from spark.registry import RegisteredSchema, SchemaRegistry
-from spark.source import SOURCE_SCHEMA
+from spark.source import SOURCE_SCHEMA, resolve_ranges
 from spark.summary import CountRow, Summary
 from spark.topic_log import TopicLog
 from spark.validation import INVALID, VALID, PayloadValidator
@@ -355,19 +352,9 @@ class ValidationJob:
 
     def resolve_ranges(self) -> list[OffsetRange]:
         """The batch's concrete offset range, fixed once on the driver (so it can be named)."""
-        starting = parse_offset_spec(self.config.starting_offsets, EARLIEST)
-        ending = parse_offset_spec(self.config.ending_offsets, LATEST)
-        with TopicLog(self.config.brokers) as log:
-            ranges = log.log_ranges([self.config.topic])
-        return [
-            OffsetRange(
-                topic,
-                partition,
-                starting.resolve((topic, partition), beginning, end),
-                ending.resolve((topic, partition), beginning, end),
-            )
-            for (topic, partition), (beginning, end) in sorted(ranges.items())
-        ]
+        c = self.config
+        with TopicLog(c.brokers) as log:
+            return resolve_ranges(log, [c.topic], c.starting_offsets, c.ending_offsets)
 
     def _reader_options(self) -> dict[str, str]:
         c = self.config

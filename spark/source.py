@@ -144,6 +144,23 @@ def _positive(options: dict[str, str], name: str, default: int) -> int:
     return value
 
 
+def resolve_ranges(
+    log: TopicLog, topics: Sequence[str], starting: str | None, ending: str | None
+) -> list[OffsetRange]:
+    """Concrete ``[start, end)`` per partition of ``topics`` for batch offset options (driver)."""
+    start_spec = parse_offset_spec(starting, EARLIEST)
+    end_spec = parse_offset_spec(ending, LATEST)
+    return [
+        OffsetRange(
+            topic,
+            partition,
+            start_spec.resolve((topic, partition), beginning, end),
+            end_spec.resolve((topic, partition), beginning, end),
+        )
+        for (topic, partition), (beginning, end) in sorted(log.log_ranges(topics).items())
+    ]
+
+
 class RangePartition(InputPartition):
     """One Spark task's work: offsets ``[start, end)`` of one topic partition."""
 
@@ -189,19 +206,8 @@ class HeadwaterBatchReader(DataSourceReader):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        starting = parse_offset_spec(options.starting, EARLIEST)
-        ending = parse_offset_spec(options.ending, LATEST)
         with options.topic_log() as log:
-            ranges = log.log_ranges(options.topics)
-        self.ranges = [
-            OffsetRange(
-                topic,
-                partition,
-                starting.resolve((topic, partition), beginning, end),
-                ending.resolve((topic, partition), beginning, end),
-            )
-            for (topic, partition), (beginning, end) in sorted(ranges.items())
-        ]
+            self.ranges = resolve_ranges(log, options.topics, options.starting, options.ending)
 
     def partitions(self) -> Sequence[InputPartition]:
         pieces = split_ranges(
