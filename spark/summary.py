@@ -100,16 +100,16 @@ class Summary:
 
     def table(self) -> str:
         """The summary as aligned text tables, for a terminal."""
-        lines = ["outcome          records"]
+        lines = [f"{'outcome':<16} {'records':>8}"]
         for outcome, count in sorted(self.outcomes.items()):
             lines.append(f"{outcome:<16} {count:>8}")
         lines.append(f"{'total':<16} {self.total:>8}")
         if self.reasons:
-            lines += ["", "reason                 records"]
+            lines += ["", f"{'reason':<22} {'records':>8}"]
             for reason, count in sorted(self.reasons.items()):
                 lines.append(f"{reason:<22} {count:>8}")
         if self.partitions:
-            lines += ["", "topic/partition                 first      last   records"]
+            lines += ["", f"{'topic/partition':<28} {'first':>8} {'last':>9} {'records':>9}"]
             for (topic, partition), span in sorted(self.partitions.items()):
                 name = f"{topic}/{partition}"
                 lines.append(
