@@ -24,7 +24,8 @@ Options (names as Spark's Kafka source where one exists):
   ranges are split so every core works.
 - ``minPartitions``: at least this many Spark partitions (ranges are halved until reached).
 - ``maxRecordsPerTrigger`` (streaming): most records per micro-batch, shared fairly across
-  partitions; ignored under ``Trigger.AvailableNow`` only as Spark asks (it passes its own limit).
+  partitions; it applies under ``Trigger.AvailableNow`` too (several batches up to the target),
+  but a limit Spark passes itself (``ReadAllAvailable`` for ``Trigger.Once``) wins.
 - ``rowsPerBatch``: rows per Arrow batch handed to Spark (default 10000).
 
 Where code runs: ``DataSource.__init__``/``schema``/``reader``/``streamReader``, ``partitions``,
