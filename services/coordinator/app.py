@@ -88,8 +88,8 @@ def create_app(
         finally:
             for task in tasks:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            # Bounded: a task stuck in a Redis read must not hold up shutdown.
+            await asyncio.wait(tasks, timeout=2)
             await metadata.close()
             await redis.aclose()
 

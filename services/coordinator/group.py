@@ -227,6 +227,7 @@ class GroupState:
     fenced_members: dict[str, int] = field(default_factory=dict)
     rebalances: int = 0
     released: bool = False
+    transitioned: set[str] = field(default_factory=set)
     expired: list[str] = field(default_factory=list)
     loaded_epoch: GroupEpoch = field(default_factory=lambda: GroupEpoch(0))
 
@@ -272,7 +273,9 @@ class GroupState:
         waiting = {
             m.member_id for m in self.members.values() if not m.revoking and m.target - m.assigned
         }
-        return (self.changed_members | waiting) & set(self.members)
+        # A member moved to the new epoch with its partitions untouched has nothing to do; it
+        # hears the epoch at its next heartbeat (its commits stay valid meanwhile).
+        return ((self.changed_members - self.transitioned) | waiting) & set(self.members)
 
     # --- views ---------------------------------------------------------------------------------
 
@@ -347,6 +350,7 @@ class GroupState:
                 # group can be stable without waiting for its next heartbeat.
                 member.epoch = MemberEpoch(self.epoch)
                 self.changed_members.add(member_id)
+                self.transitioned.add(member_id)
         self.assignment_epoch = self.epoch
         self.rebalances += 1
 

@@ -50,6 +50,8 @@ class BrokerMetadata:
         self._background: set[asyncio.Task[None]] = set()
 
     async def close(self) -> None:
+        for task in self._background:
+            task.cancel()
         await self._http.aclose()
 
     async def _get(self, path: str, params: dict[str, int] | None = None) -> httpx.Response:

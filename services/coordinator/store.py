@@ -21,6 +21,7 @@ carry a TTL of the offsets retention (Kafka's offsets.retention.minutes after th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -60,7 +61,9 @@ else
     return {'UNKNOWN_MEMBER', ''}
   end
   local m = cjson.decode(raw)
-  if epoch < m.epoch then return {'STALE', tostring(m.epoch)} end
+  -- Any epoch the member may still hold is fine: ownership is checked below, and a rebalance
+  -- that left its partitions alone moves it to a new epoch it has not heard of yet.
+  if epoch < m.previous_epoch then return {'STALE', tostring(m.epoch)} end
   if epoch > m.epoch then return {'FENCED', tostring(m.epoch)} end
   local owned = {}
   for t, ps in pairs(m.assigned) do
@@ -514,4 +517,5 @@ class GroupChanges:
             except Exception:
                 await asyncio.sleep(0.5)
             finally:
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(pubsub.aclose(), 1)  # type: ignore[no-untyped-call]
