@@ -9,7 +9,7 @@ response, and JSON log lines carrying that id (:mod:`headwater.logs`).
 from __future__ import annotations
 
 import logging
-import os
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -157,7 +157,8 @@ class RequestTelemetry:
                     rid_bytes = value
                 break
         if rid_bytes is None:
-            rid_bytes = os.urandom(8).hex().encode()
+            # Ids only need to be unique, not secret: the PRNG avoids a getrandom() system call.
+            rid_bytes = b"%016x" % random.getrandbits(64)
         rid = rid_bytes.decode("ascii")
         # Starlette's request.state reads scope["state"]: routes see request.state.request_id.
         scope.setdefault("state", {})["request_id"] = rid

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from headwater.service import serve
 from services.registry.app import create_app
 from services.registry.settings import RegistrySettings
@@ -9,7 +11,13 @@ from services.registry.settings import RegistrySettings
 
 def main() -> None:
     settings = RegistrySettings()
-    serve(create_app(settings), settings)
+    app = create_app(settings)
+    # The ~80,000 objects of the imported libraries live as long as the process: frozen out of
+    # the collector, a full collection (set off as the schema caches grow) scans only what the
+    # registry made since, instead of stalling every request for ~50 ms on this machine.
+    gc.collect()
+    gc.freeze()
+    serve(app, settings)
 
 
 if __name__ == "__main__":

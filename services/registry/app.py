@@ -317,7 +317,8 @@ def _schema_routes(app: FastAPI) -> None:
         tags=["schemas"],
     )
     async def schema_text(api: Api, id: int) -> Response:
-        return RegistryJSON(await api.do(Registry.schema_text, id))
+        body = await api.registry.schema_body(id, text_only=True)
+        return Response(body, media_type=MEDIA_TYPE)
 
     @app.get(
         "/schemas/ids/{id}/subjects",

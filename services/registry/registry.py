@@ -50,6 +50,10 @@ from services.registry.store import GLOBAL, RETRYABLE, SQLStore, StoredSchema, V
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 CACHE_ENTRIES = 100_000
+# Labelled children looked up once: ``labels()`` validates and locks on every call, a noticeable
+# share of a cached read.
+_BODY_HITS = metrics.CACHE_HITS.labels("schema_by_id")
+_TEXT_HITS = metrics.CACHE_HITS.labels("schema_text")
 MAX_REFERENCE_DEPTH = 32
 _RETRIES = 30
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -76,34 +80,40 @@ class Registry:
         self._stored: BoundedCache[int, StoredSchema] = BoundedCache(CACHE_ENTRIES)
         self._parsed: BoundedCache[int, ParsedSchema] = BoundedCache(CACHE_ENTRIES // 10)
         self._bodies: BoundedCache[int, bytes] = BoundedCache(CACHE_ENTRIES)
+        self._texts: BoundedCache[int, bytes] = BoundedCache(CACHE_ENTRIES)
         self._ids: BoundedCache[str, SchemaId] = BoundedCache(CACHE_ENTRIES)
 
     # --- schemas by id (immutable, cached) ------------------------------------------------------
 
-    def cached_schema_body(self, schema_id: int) -> bytes | None:
-        """``GET /schemas/ids/{id}`` from the cache alone (None on a miss)."""
-        body = self._bodies.get(schema_id)
+    def cached_schema_body(self, schema_id: int, text_only: bool = False) -> bytes | None:
+        """``GET /schemas/ids/{id}`` (``.../schema`` with ``text_only``) from the cache alone.
+
+        None on a miss. The bodies are rendered once per id: ids never change, and rendering
+        (a dict, orjson, a response model) cost more than the rest of a cached read.
+        """
+        body = (self._texts if text_only else self._bodies).get(schema_id)
         if body is not None:
-            metrics.CACHE_HITS.labels("schema_by_id").inc()
+            (_TEXT_HITS if text_only else _BODY_HITS).inc()
         return body
 
-    async def schema_body(self, schema_id: int) -> bytes:
-        """``GET /schemas/ids/{id}`` pre-rendered: a cache hit never leaves the event loop."""
-        body = self._bodies.get(schema_id)
+    async def schema_body(self, schema_id: int, text_only: bool = False) -> bytes:
+        """``GET /schemas/ids/{id}`` (or ``.../schema``) pre-rendered; a hit stays on the loop."""
+        body = self.cached_schema_body(schema_id, text_only)
         if body is not None:
-            metrics.CACHE_HITS.labels("schema_by_id").inc()
             return body
-        metrics.CACHE_MISSES.labels("schema_by_id").inc()
-        return await anyio.to_thread.run_sync(self._render_schema_body, schema_id)
+        metrics.CACHE_MISSES.labels("schema_text" if text_only else "schema_by_id").inc()
+        return await anyio.to_thread.run_sync(self._render_schema_body, schema_id, text_only)
 
-    def _render_schema_body(self, schema_id: int) -> bytes:
-        body = orjson.dumps(schema_document(self._schema(schema_id)))
-        self._bodies.put(schema_id, body)
+    def _render_schema_body(self, schema_id: int, text_only: bool) -> bytes:
+        stored = self._schema(schema_id)
+        if text_only:
+            # The schema itself as compact JSON, as Confluent returns it (not the stored text).
+            body = orjson.dumps(orjson.loads(stored.text))
+            self._texts.put(schema_id, body)
+        else:
+            body = orjson.dumps(schema_document(stored))
+            self._bodies.put(schema_id, body)
         return body
-
-    def schema_text(self, schema_id: int) -> Any:
-        """``GET /schemas/ids/{id}/schema``: the schema itself as JSON."""
-        return orjson.loads(self._schema(schema_id).text)
 
     def schema_subjects(self, schema_id: int, deleted: bool) -> list[str]:
         return sorted({v.subject for v in self._schema_versions(schema_id, deleted)})
@@ -207,17 +217,22 @@ class Registry:
     def _find_version(
         self, conn: Connection, subject: str, version: str, deleted: bool
     ) -> VersionRow:
+        """The version a path names; soft-deleted ones only with ``deleted``.
+
+        Reads one row, not the subject's whole history: ``latest`` is the newest live version
+        (with ``deleted``, the newest soft-deleted one when none is live).
+        """
         number = parse_version(version)
-        rows = self.store.versions(conn, subject)
-        visible = [v for v in rows if deleted or not v.deleted]
-        if not visible:
-            raise SubjectNotFoundError(f"Subject '{subject}' not found.")
         if number == -1:
-            live = [v for v in visible if not v.deleted]
-            return (live or visible)[-1]
-        for v in visible:
-            if v.version == number:
-                return v
+            row = self.store.latest_version(conn, subject)
+            if row is None or (row.deleted and not deleted):
+                raise SubjectNotFoundError(f"Subject '{subject}' not found.")
+            return row
+        row = self.store.version(conn, subject, number)
+        if row is not None and (deleted or not row.deleted):
+            return row
+        if not self.store.has_versions(conn, subject, deleted):
+            raise SubjectNotFoundError(f"Subject '{subject}' not found.")
         raise VersionNotFoundError(f"Version {number} not found.")
 
     def _version_document(self, conn: Connection, row: VersionRow) -> dict[str, Any]:

@@ -9,10 +9,11 @@ Confluent accepts request bodies as ``application/octet-stream`` (and with no co
 reads them as JSON; the middleware labels such requests ``application/json`` so FastAPI parses and
 validates the body the same way.
 
-``GET /schemas/ids/{id}`` -- what every deserializer calls -- is answered here when the id's body is
-already cached (ids are immutable), skipping FastAPI's routing and dependency resolution, which
-cost several times the rest of the request. A miss falls through to the route, which fills the
-cache. The scope is changed in place, as the telemetry middleware outside reads the route from it.
+``GET /schemas/ids/{id}`` -- what every deserializer calls -- and ``GET /schemas/ids/{id}/schema``
+are answered here when the id's rendered body is already cached (ids are immutable), skipping
+FastAPI's routing and dependency resolution, which cost several times the rest of the request. A
+miss falls through to the route, which fills the cache. The matched route is put in the scope, as
+the telemetry middleware outside reads its template from there.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ SLASH = "\uf8ff"
 """A private-use code point standing in for ``/`` inside one path segment while routing."""
 
 _JSON_ALIASES = (b"application/octet-stream", b"")
-_SCHEMA_BY_ID = re.compile(r"/schemas/ids/(\d{1,10})")
-SCHEMA_BY_ID_ROUTE = "/schemas/ids/{id}"
+_SCHEMA_BY_ID = re.compile(r"/schemas/ids/(\d{1,10})(/schema)?")
+SCHEMA_BY_ID_ROUTES = ("/schemas/ids/{id}", "/schemas/ids/{id}/schema")
 
 
 class RegistryRouting:
     def __init__(self, app: ASGIApp, media_type: str) -> None:
         self.app = app
         self.headers = [(b"content-type", media_type.encode())]
-        self.route: Any = None
+        self.routes: tuple[Any, Any] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -48,14 +49,15 @@ class RegistryRouting:
         match = _SCHEMA_BY_ID.fullmatch(scope["path"])
         if match is None:
             return False
-        body: bytes | None = scope["app"].state.registry.cached_schema_body(int(match[1]))
+        text_only = match[2] is not None
+        registry = scope["app"].state.registry
+        body: bytes | None = registry.cached_schema_body(int(match[1]), text_only)
         if body is None:
             return False
-        if self.route is None:
-            self.route = next(
-                r for r in scope["app"].routes if getattr(r, "path", "") == SCHEMA_BY_ID_ROUTE
-            )
-        scope["route"] = self.route
+        if self.routes is None:
+            by_path = {getattr(r, "path", ""): r for r in scope["app"].routes}
+            self.routes = (by_path[SCHEMA_BY_ID_ROUTES[0]], by_path[SCHEMA_BY_ID_ROUTES[1]])
+        scope["route"] = self.routes[text_only]
         headers = [*self.headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

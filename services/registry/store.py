@@ -145,6 +145,17 @@ _ID_BY_FINGERPRINT = sa.select(schemas.c.id).where(schemas.c.fingerprint == sa.b
 _VERSIONS = (
     sa.select(subject_versions).where(_sv.subject == sa.bindparam("s")).order_by(_sv.version)
 )
+_ONE_VERSION = sa.select(subject_versions).where(
+    _sv.subject == sa.bindparam("s"), _sv.version == sa.bindparam("v")
+)
+# The newest live version, or the newest soft-deleted one when none is live: one primary-key
+# range read however many versions the subject has.
+_LATEST_VERSION = (
+    sa.select(subject_versions)
+    .where(_sv.subject == sa.bindparam("s"))
+    .order_by(_sv.deleted, _sv.version.desc())
+    .limit(1)
+)
 _ANY_VERSION = sa.select(_sv.version).where(_sv.subject == sa.bindparam("s")).limit(1)
 _ANY_LIVE_VERSION = (
     sa.select(_sv.version).where(_sv.subject == sa.bindparam("s"), _sv.deleted.is_(False)).limit(1)
@@ -316,6 +327,16 @@ class SQLStore:
     def versions(self, conn: Connection, subject: str) -> list[VersionRow]:
         """All versions of a subject, soft-deleted ones included, oldest first."""
         return [_version(r) for r in conn.execute(_VERSIONS, {"s": subject})]
+
+    def version(self, conn: Connection, subject: str, version: int) -> VersionRow | None:
+        """One version of a subject (soft-deleted or not), None if it does not exist."""
+        row = conn.execute(_ONE_VERSION, {"s": subject, "v": version}).first()
+        return None if row is None else _version(row)
+
+    def latest_version(self, conn: Connection, subject: str) -> VersionRow | None:
+        """The newest live version; the newest soft-deleted one if none is live; None if none."""
+        row = conn.execute(_LATEST_VERSION, {"s": subject}).first()
+        return None if row is None else _version(row)
 
     def has_versions(self, conn: Connection, subject: str, include_deleted: bool) -> bool:
         query = _ANY_VERSION if include_deleted else _ANY_LIVE_VERSION
