@@ -125,6 +125,8 @@ class GroupMembership:
             self._stop.set()
             return 0.0
         except FENCING_ERRORS as exc:
+            if self._stop.is_set():
+                return 0.0  # the answer to a heartbeat parked while this member left
             log.warning(
                 "group %s: member %s lost its partitions: %s", self.group_id, member_id, exc
             )

@@ -275,7 +275,10 @@ class GroupState:
         }
         # A member moved to the new epoch with its partitions untouched has nothing to do; it
         # hears the epoch at its next heartbeat (its commits stay valid meanwhile).
-        return ((self.changed_members - self.transitioned) | waiting) & set(self.members)
+        # Removed members are woken too: a parked heartbeat of a member that just left (or was
+        # expired) should end now with its error, not at the end of its wait.
+        alive = ((self.changed_members - self.transitioned) | waiting) & set(self.members)
+        return alive | self.removed_members
 
     # --- views ---------------------------------------------------------------------------------
 
