@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Any
 
+import httpx
+
 from headwater.admin import AdminClient
 from headwater.cli.groups import add_coordinator_argument
 from headwater.cli.topics import add_bootstrap_argument, run_reporting_errors
@@ -55,8 +57,8 @@ def commit_after_output(consumer: Consumer) -> None:
     """Commit what was printed; a member that lost its partitions just goes on (at least once)."""
     try:
         consumer.commit()
-    except HeadwaterError as exc:
-        print(f"headwater consume: commit failed ({exc.message}); continuing", file=sys.stderr)
+    except (HeadwaterError, httpx.TransportError) as exc:
+        print(f"headwater consume: commit failed ({exc}); continuing", file=sys.stderr)
 
 
 def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:
