@@ -24,6 +24,7 @@ import itertools
 import multiprocessing
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -192,8 +193,9 @@ class LeanConnection(asyncio.Protocol):
 
 async def drive_lean(
     port: int, work: Workload, connections: int, seconds: float, rate: float, first: int
-) -> list[float]:
-    """Latencies of every request ``connections`` lean connections completed in ``seconds``.
+) -> tuple[list[float], float]:
+    """Latencies of every request ``connections`` lean connections completed in ``seconds``,
+    and the CPU seconds this process spent while they ran.
 
     ``rate`` > 0 spreads that many requests/s evenly over the connections (open loop).
     """
@@ -209,22 +211,24 @@ async def drive_lean(
         )
         conns.append(conn)
     interval = connections / rate if rate else 0.0
+    cpu = time.process_time()
     start = time.perf_counter() + 0.01
     for i, conn in enumerate(conns):
         # Open loop: connections take turns, so requests arrive evenly rather than in bursts.
         conn.start(start + i * interval / connections, start + seconds, interval)
     await asyncio.gather(*(c.finished for c in conns))
+    cpu = time.process_time() - cpu
     for c in conns:
         assert c.transport is not None
         c.transport.close()
     if errors:
         raise RuntimeError(f"{work.kind}: {errors[0]}")
-    return latencies
+    return latencies, cpu
 
 
 async def drive_httpx(
     url: str, work: Workload, connections: int, seconds: float, first: int
-) -> list[float]:
+) -> tuple[list[float], float]:
     """The id read in a closed loop through httpx: one AsyncClient (connection) per user."""
     latencies: list[float] = []
     counter = itertools.count(first)
@@ -233,6 +237,7 @@ async def drive_httpx(
         httpx.AsyncClient(base_url=url, limits=limits, timeout=30) for _ in range(connections)
     ]
     await asyncio.gather(*(c.get("/healthz") for c in clients))
+    cpu = time.process_time()
     deadline = time.perf_counter() + seconds
 
     async def worker(client: httpx.AsyncClient) -> None:
@@ -244,16 +249,17 @@ async def drive_httpx(
                 raise RuntimeError(f"httpx: HTTP {r.status_code} {r.text[:200]}")
 
     await asyncio.gather(*(worker(c) for c in clients))
+    cpu = time.process_time() - cpu
     await asyncio.gather(*(c.aclose() for c in clients))
-    return latencies
+    return latencies, cpu
 
 
-def _client_proc(args: tuple[Any, ...]) -> list[float]:
+def _client_proc(args: tuple[Any, ...]) -> tuple[list[float], float]:
+    """One client process's share: its latencies and the CPU seconds it spent sending."""
     client, port, work, connections, seconds, rate, first = args
     if client == "httpx":
-        return asyncio.run(
-            drive_httpx(f"http://127.0.0.1:{port}", work, connections, seconds, first)
-        )
+        url = f"http://127.0.0.1:{port}"
+        return asyncio.run(drive_httpx(url, work, connections, seconds, first))
     try:
         import uvloop  # the event loop uvicorn itself runs on; optional for the benchmark
 
@@ -279,6 +285,7 @@ class Row:
     p50: float
     p99: float
     cpu_us: float
+    client_cpu_us: float
     target: str = ""
 
 
@@ -303,7 +310,8 @@ def measure(
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
         results = pool.map(_client_proc, jobs)
     cpu = cpu_seconds(server_pid) - cpu_before
-    latencies = sorted(x for r in results for x in r)
+    latencies = sorted(x for r, _ in results for x in r)
+    client_cpu = sum(c for _, c in results)
     quantiles = statistics.quantiles(latencies, n=100)
     label = f"{client}, {offered:.0f}/s offered" if offered else client
     return Row(
@@ -315,6 +323,7 @@ def measure(
         quantiles[98] * 1000,
         # Server CPU per request (includes the few idle-loop ticks around the run).
         cpu / len(latencies) * 1e6 if cpu else float("nan"),
+        client_cpu / len(latencies) * 1e6,
     )
 
 
@@ -329,6 +338,7 @@ def measure_wrk(
     if shutil.which("wrk") is None:
         return None
     cpu_before = cpu_seconds(server_pid)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     url = f"http://127.0.0.1:{port}/schemas/ids/{ids[0]}"
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", url],
@@ -337,11 +347,16 @@ def measure_wrk(
         check=True,
     ).stdout
     cpu = cpu_seconds(server_pid) - cpu_before
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client_cpu = (children.ru_utime - children_before.ru_utime) + (
+        children.ru_stime - children_before.ru_stime
+    )
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
     pct = {m[0]: float(m[1]) * _UNIT_MS[m[2]] for m in _WRK_LATENCY.findall(out)}
     count = rate * seconds
     cpu_us = cpu / count * 1e6 if cpu else float("nan")
-    return Row(NAMES["id"], "wrk", connections, rate, pct["50"], pct["99"], cpu_us)
+    client_us = client_cpu / count * 1e6
+    return Row(NAMES["id"], "wrk", connections, rate, pct["50"], pct["99"], cpu_us, client_us)
 
 
 def transitive_check(url: str, versions: int) -> tuple[float, float]:
@@ -452,17 +467,17 @@ def main() -> int:
     )
     print(
         "| operation | client | conns | req/s | p50 ms | p99 ms | server CPU us/req "
-        "| req/s per server core | target |"
+        "| req/s per server core | client CPU us/req | target |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         per_core = 1e6 / r.cpu_us if r.cpu_us == r.cpu_us else float("nan")
         print(
             f"| {r.operation} | {r.client} | {r.connections} | {r.rate:.0f} | {r.p50:.2f} | "
-            f"{r.p99:.2f} | {r.cpu_us:.0f} | {per_core:.0f} | {r.target} |"
+            f"{r.p99:.2f} | {r.cpu_us:.0f} | {per_core:.0f} | {r.client_cpu_us:.0f} | {r.target} |"
         )
-    print(f"| transitive check, 100 versions | httpx | 1 | | {check_ms:.1f} | | | | < 100 ms |")
-    print(f"| register 101st, FULL_TRANSITIVE | httpx | 1 | | {register_ms:.1f} | | | | |")
+    print(f"| transitive check, 100 versions | httpx | 1 | | {check_ms:.1f} | | | | | < 100 ms |")
+    print(f"| register 101st, FULL_TRANSITIVE | httpx | 1 | | {register_ms:.1f} | | | | | |")
     return 0
 
 
