@@ -13,7 +13,8 @@ loop: 50 connections offer 5,000 requests/s on a fixed schedule and latency coun
 request was due, so a stall is charged to every request it delayed. If ``wrk`` is installed, it
 measures the id read once more as a cross-check.
 
-    .venv/bin/python bench/registry.py [--seconds 3] [--database-url postgresql+psycopg://...]
+    .venv/bin/python bench/registry.py [--seconds 3] [--repeat 3] [--client-procs 1]
+        [--database-url postgresql+psycopg://...] [--url http://127.0.0.1:8081]
 """
 
 from __future__ import annotations
@@ -410,7 +411,10 @@ def run_all(port: int, pid: int | None, args: argparse.Namespace) -> list[Row]:
 
     lean("id", 1)
     lean("id", 50)
-    lean("id", 50, ID_TARGET_RATE, f">= {ID_TARGET_RATE}/s at p99 < 10 ms")
+    # The target row is repeated: on a shared machine one run's p99 says more about the
+    # neighbours than about the registry.
+    for _ in range(args.repeat):
+        lean("id", 50, ID_TARGET_RATE, f">= {ID_TARGET_RATE}/s at p99 < 10 ms")
     if (row := measure_wrk(port, ids, 50, seconds, pid)) is not None:
         rows.append(row)
     rows.append(
@@ -431,6 +435,7 @@ def main() -> int:
     parser.add_argument(
         "--client-procs", type=int, default=1, help="lean client processes per measurement"
     )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the id-read target row")
     parser.add_argument("--database-url", default="")
     parser.add_argument("--url", default="", help="an already running registry instead")
     args = parser.parse_args()
