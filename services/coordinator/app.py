@@ -31,7 +31,8 @@ from services.coordinator.settings import CoordinatorSettings
 from services.coordinator.store import GroupChanges, GroupStore
 
 
-def _coordinator(request: Request) -> Coordinator:
+async def _coordinator(request: Request) -> Coordinator:
+    # async: FastAPI would run a plain def dependency in a worker thread on every request
     coordinator: Coordinator = request.app.state.coordinator
     return coordinator
 
