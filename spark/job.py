@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from headwater.types import Offset, PartitionId
 from spark.avro_types import converter, spark_type
@@ -48,7 +48,16 @@ from spark.registry import RegisteredSchema, SchemaRegistry
 from spark.source import SOURCE_SCHEMA, resolve_ranges
 from spark.summary import CountRow, Summary
 from spark.topic_log import TopicLog
-from spark.validation import INVALID, VALID, PayloadValidator
+from spark.validation import INVALID, VALID
+from spark.verdict_source import (
+    COUNT_SCHEMA,
+    HeadwaterVerdictSource,
+    cached_validator,
+    expected_option,
+)
+from spark.verdict_source import (
+    FORMAT as VERDICT_FORMAT,
+)
 
 # Dead-letter headers added to each invalid record (its own headers are kept before them).
 REASON_HEADER = "headwater.dlq.reason"
@@ -92,19 +101,6 @@ class JobConfig:
 
 # --- executor side ---------------------------------------------------------------------------
 
-_validators: dict[tuple[str, int], PayloadValidator] = {}
-
-
-def _validator(registry_url: str, expected: RegisteredSchema) -> PayloadValidator:
-    """One validator per (registry, expected schema) per Python worker: its caches outlive tasks."""
-    key = (registry_url, int(expected.schema_id))
-    validator = _validators.get(key)
-    if validator is None:
-        registry = SchemaRegistry(registry_url)
-        validator = PayloadValidator(expected, registry.by_id)
-        _validators[key] = validator
-    return validator
-
 
 def validate_batches(
     registry_url: str, expected: RegisteredSchema, output: StructType
@@ -118,7 +114,7 @@ def validate_batches(
     expected_json = json.loads(expected.schema_str)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        validator = _validator(registry_url, expected)
+        validator = cached_validator(registry_url, expected)
         arrow_schema = to_arrow_schema(output, timezone="UTC")
         passthrough = [f.name for f in output.fields if f.name not in VERDICT_COLUMNS]
         keep_data = "data" in arrow_schema.names
@@ -149,19 +145,6 @@ def validate_batches(
     return run
 
 
-COUNT_SCHEMA = StructType(
-    [
-        StructField("topic", StringType(), False),
-        StructField("partition", IntegerType(), False),
-        StructField("outcome", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("n", LongType(), False),
-        StructField("first", LongType(), False),
-        StructField("last", LongType(), False),
-    ]
-)
-
-
 def count_verdicts(
     registry_url: str, expected: RegisteredSchema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -172,9 +155,9 @@ def count_verdicts(
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        validate = _validator(registry_url, expected).validate
+        reasons_of = cached_validator(registry_url, expected).reasons
         for batch in batches:
-            reasons = [validate(value)[0] for value in batch.column("value").to_pylist()]
+            reasons = reasons_of(batch.column("value").to_pylist())
             if not reasons:
                 continue
             table = pa.table(
@@ -343,6 +326,8 @@ class ValidationJob:
         self.spark = spark
         self.config = config
         self.summary = Summary()
+        # The job's fused read path (a run with no record outputs); idempotent per session.
+        spark.dataSource.register(HeadwaterVerdictSource)
 
     def expected_schema(self) -> RegisteredSchema:
         version = self.config.expected_version
@@ -395,14 +380,22 @@ class ValidationJob:
         ranges = self.resolve_ranges()
         offsets_start = {(r.topic, r.partition): r.start for r in ranges}
         offsets_end = {(r.topic, r.partition): r.end for r in ranges}
-        source = (
-            self.spark.read.format("headwater")
+        c = self.config
+        fused = not (c.output_path or c.target_topic or c.dead_letter_topic)
+        reader = (
+            self.spark.read.format(VERDICT_FORMAT if fused else "headwater")
             .options(**self._reader_options())
             .option("startingOffsets", json.dumps(to_json_offsets(offsets_start)))
             .option("endingOffsets", json.dumps(to_json_offsets(offsets_end)))
-            .load()
         )
-        self._process(source, expected, ranges)
+        if fused:
+            # Counts only: fetch, decode and validate in one pass inside the source's read().
+            reader = reader.option("registry", c.registry).option(
+                "expectedSchema", expected_option(expected)
+            )
+            self._add_counts(self._counts(reader.load(), "n"))
+        else:
+            self._process(reader.load(), expected, ranges)
         self.summary.elapsed_s = time.monotonic() - started
         self._describe(expected, ranges)
         self._write_summary()

@@ -6,7 +6,8 @@ never pickled) and streams one offset range as Arrow record batches.
 
 Fetches use the broker's raw batch path (``Accept: application/vnd.headwater.batches``) through
 the SDK's BrokerClient and the shared codec (:mod:`headwater.records`), so the broker sends stored
-bytes without re-encoding.
+bytes without re-encoding; :mod:`spark.record_columns` decodes them (aiokafka's compiled reader
+for uncompressed batches, the shared codec otherwise).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type st
 
 from headwater.client.broker import BrokerClient
 from headwater.errors import HeadwaterError
-from headwater.records import Record, decode_batch, iter_batches
+from headwater.records import iter_batches
 from headwater.types import Offset, PartitionId
+from spark.record_columns import RecordColumns, append_batch
 
 T = TypeVar("T")
 
@@ -111,15 +113,24 @@ class TopicLog:
         )
         return fetched.data, fetched.next_offset
 
-    def read_range(
-        self, topic: str, partition: PartitionId, start: Offset, end: Offset, rows_per_batch: int
-    ) -> Iterator[pa.RecordBatch]:
-        """Records ``[start, end)`` of one partition as Arrow batches of the source schema.
+    def read_columns(
+        self,
+        topic: str,
+        partition: PartitionId,
+        start: Offset,
+        end: Offset,
+        rows_per_batch: int,
+        *,
+        lean: bool = False,
+    ) -> Iterator[RecordColumns]:
+        """Records ``[start, end)`` of one partition in column chunks of ``rows_per_batch``.
 
-        Runs on executors. Control batches (transaction markers) are skipped, as Kafka's readers
-        do; offsets missing from the log (none today, later compaction) are simply absent.
+        Runs on executors. A ``lean`` read fills only offsets and values (see
+        :class:`~spark.record_columns.RecordColumns`). Control batches (transaction markers) are
+        skipped, as Kafka's readers do; offsets missing from the log (none today, later
+        compaction) are simply absent.
         """
-        pending: list[Record] = []
+        pending = RecordColumns()
         position = start
         while position < end:
             buf, next_offset = self.fetch(topic, partition, position)
@@ -127,17 +138,13 @@ class TopicLog:
             for pos, header in iter_batches(buf, verify_crc=True):
                 if header.is_control or header.last_offset < position:
                     continue
-                records = decode_batch(buf, pos)[1]
-                if header.base_offset < position or header.last_offset >= end:
-                    # The first batch may begin before the asked offset, the last end after.
-                    records = [r for r in records if position <= r.offset < end]
-                if records:
-                    pending.extend(records)
+                if append_batch(
+                    pending, buf, pos, header, position, end, lean=lean
+                ):
                     progressed = True
                 position = Offset(max(position, min(header.last_offset + 1, end)))
                 while len(pending) >= rows_per_batch:
-                    yield to_arrow(topic, partition, pending[:rows_per_batch])
-                    del pending[:rows_per_batch]
+                    yield pending.take(rows_per_batch)
                 if position >= end:
                     break
             if next_offset > position:
@@ -148,29 +155,35 @@ class TopicLog:
                     f"{topic}/{partition}: no records at offset {position} though the range "
                     f"ends at {end} (was the log truncated or the range planned past the end?)"
                 )
-        if pending:
-            yield to_arrow(topic, partition, pending)
+        if len(pending):
+            yield pending
+
+    def read_range(
+        self, topic: str, partition: PartitionId, start: Offset, end: Offset, rows_per_batch: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Records ``[start, end)`` of one partition as Arrow batches of the source schema."""
+        for columns in self.read_columns(topic, partition, start, end, rows_per_batch):
+            yield to_arrow(topic, partition, columns)
 
 
 _NO_HEADERS: list[dict[str, Any]] = []
 
 
-def to_arrow(topic: str, partition: PartitionId, records: list[Record]) -> pa.RecordBatch:
+def to_arrow(topic: str, partition: PartitionId, columns: RecordColumns) -> pa.RecordBatch:
     """Decoded records as one Arrow batch of the source schema (column-wise, no per-row calls)."""
-    n = len(records)
-    timestamps = pa.array([r.timestamp for r in records], pa.timestamp("ms", tz="UTC"))
+    n = len(columns)
+    timestamps = pa.array(columns.timestamps, pa.timestamp("ms", tz="UTC"))
     headers = [
-        [{"key": k, "value": v} for k, v in r.headers] if r.headers else _NO_HEADERS
-        for r in records
+        [{"key": k, "value": v} for k, v in h] if h else _NO_HEADERS for h in columns.headers
     ]
     return pa.RecordBatch.from_arrays(
         [
             pa.array([topic] * n, pa.string()),
             pa.array([partition] * n, pa.int32()),
-            pa.array([r.offset for r in records], pa.int64()),
+            pa.array(columns.offsets, pa.int64()),
             timestamps.cast(pa.timestamp("us", tz="UTC")),
-            pa.array([r.key for r in records], pa.binary()),
-            pa.array([r.value for r in records], pa.binary()),
+            pa.array(columns.keys, pa.binary()),
+            pa.array(columns.values, pa.binary()),
             pa.array(headers, HEADER_TYPE),
         ],
         schema=ARROW_SCHEMA,

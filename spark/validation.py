@@ -30,7 +30,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -173,6 +173,35 @@ class PayloadValidator:
                     # tuple.__new__ skips the NamedTuple's Python-level constructor.
                     return _new_tuple(Verdict, (None, None, sid, record))
         return self._validate(value)
+
+    def reasons(self, values: Iterable[bytes | None]) -> list[Reason | None]:
+        """Only the reason (None: valid) of each value: :meth:`validate` without building a
+        verdict or keeping the decoded record, for runs that count outcomes.
+
+        The same checks in the same order; the hot path is inlined because at a few microseconds
+        per record the method call and the verdict tuple are a noticeable share.
+        """
+        out: list[Reason | None] = []
+        append = out.append
+        compatible = self._compatible
+        read = _read
+        new_buffer = io.BytesIO
+        for value in values:
+            if value is not None:
+                known = compatible.get(value[:FRAME_SIZE])
+                if known is not None:
+                    buf = new_buffer(value)
+                    buf.seek(FRAME_SIZE)
+                    try:
+                        read(buf, known[0], known[1])
+                    except Exception:  # classified by the full path below
+                        append(self._validate(value).reason)
+                        continue
+                    if buf.tell() == len(value):
+                        append(None)
+                        continue
+            append(self._validate(value).reason)
+        return out
 
     def _validate(self, value: bytes | None) -> Verdict:
         if value is None:

@@ -164,6 +164,39 @@ def test_batch_job_counts_every_reason_and_writes_outputs(
     assert len(platform.fetch_all(target)) == 30
 
 
+def test_counts_only_run_validates_inside_the_source_across_split_ranges(
+    spark: SparkSession, platform: Platform, tmp_path: Path
+) -> None:
+    """No record outputs: the fused read (fetch + decode + validate in the source) counts
+    exactly, even when ranges are split inside record batches and across partitions."""
+    topic = platform.create_topic("orders-fused", partitions=2)
+    order_id = platform.register(f"{topic}-value", ORDER)
+    rogue_id = platform.register(f"{topic}-rogue-value", ROGUE)
+    values, expected = crafted_values(order_id, rogue_id)
+    platform.produce(topic, values, partition=0)
+    platform.produce(topic, values[:20], partition=1)
+    config = JobConfig(
+        brokers=[platform.broker],
+        registry=platform.registry,
+        topic=topic,
+        state_dir=str(tmp_path / "state"),
+        max_records_per_partition=7,
+    )
+    summary = ValidationJob(spark, config).run_batch()
+    # Partition 1 holds the first 20 payloads: 10 valid, 4 BAD_FRAMING, 2 UNKNOWN, 4 DECODE.
+    assert summary.outcomes == {"valid": 40, "invalid": 23}
+    assert summary.reasons == {
+        **expected,
+        "BAD_FRAMING": 8,
+        "UNKNOWN_SCHEMA_ID": 4,
+        "DECODE_ERROR": 8,
+    }
+    assert summary.to_json()["partitions"] == [
+        {"topic": topic, "partition": 0, "first_offset": 0, "last_offset": 42, "records": 43},
+        {"topic": topic, "partition": 1, "first_offset": 0, "last_offset": 19, "records": 20},
+    ]
+
+
 def test_expected_version_and_cli(
     spark: SparkSession, platform: Platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

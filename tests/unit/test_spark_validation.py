@@ -217,3 +217,38 @@ def test_logical_types_decode(validator: PayloadValidator) -> None:
     when = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
     v = PayloadValidator(registered(6, schema), {6: registered(6, schema)}.get)
     assert v.validate(frame(6, schema, {"at": when})).record == {"at": when}
+
+
+def test_reasons_of_a_batch_equal_each_verdicts_reason(validator: PayloadValidator) -> None:
+    good = frame(1, ORDER, order(3))
+    values: list[bytes | None] = [
+        good,
+        frame(2, ORDER_V2, {**order(4), "channel": "app"}),
+        None,
+        b"\x01" + good[1:],
+        b"\x00\x00",
+        b"\x00" + struct.pack(">I", 404) + good[5:],
+        good[:-3],
+        good + b"\x00",
+        frame(3, ROGUE, {"id": "x"}),
+        b"\x00" + struct.pack(">I", 9) + b"\x02\x08",  # a PROTOBUF writer
+        good,
+    ]
+    enum_out_of_range = bytearray(good)
+    enum_out_of_range[5 + 1 + 8] = 8  # id (1 byte), amount (8 bytes), then enum index 4 of 2
+    values.append(bytes(enum_out_of_range))
+    assert validator.reasons(values) == [
+        None,
+        None,
+        Reason.BAD_FRAMING,
+        Reason.BAD_FRAMING,
+        Reason.BAD_FRAMING,
+        Reason.UNKNOWN_SCHEMA_ID,
+        Reason.DECODE_ERROR,
+        Reason.DECODE_ERROR,
+        Reason.INCOMPATIBLE_SCHEMA,
+        Reason.UNSUPPORTED_SCHEMA,
+        None,
+        Reason.INVALID_RECORD,
+    ]
+    assert validator.reasons(values) == [validator.validate(v).reason for v in values]
