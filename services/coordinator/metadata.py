@@ -132,7 +132,11 @@ class BrokerMetadata:
     async def require(
         self, topic: str, partition: PartitionId, *, fresh: bool = False
     ) -> TopicInfo:
-        info = await self.topic(topic, fresh=fresh)
+        """The topic, which must have ``partition``. A cached answer may be stale (end offsets
+        only grow); a missing topic or partition is looked up afresh before it is refused."""
+        info = await self.topic(topic, fresh=fresh, stale_ok=True)
+        if (info is None or partition not in info.end) and not fresh:
+            info = await self.topic(topic, fresh=True)
         if info is None or partition not in info.end:
             raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
         return info
