@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from headwater.local_service import ServiceProcess
 
 
 @dataclass(frozen=True)
@@ -30,98 +28,79 @@ class LocalService:
         return f"http://127.0.0.1:{self.port}"
 
 
-def local_services(data_dir: Path, brokers: int) -> list[LocalService]:
-    """The platform on embedded defaults: SQLite registry, private Redis, local broker data dirs."""
-    broker_urls = ",".join(f"http://127.0.0.1:{8082 + i}" for i in range(brokers))
+def local_services(data_dir: Path, port_offset: int = 0) -> list[LocalService]:
+    """The platform on embedded defaults: SQLite registry, private Redis, a local broker data dir.
+
+    Ports are the defaults (registry 8081, broker 8082, coordinator 8090) plus ``port_offset``.
+    """
+    registry, broker, coordinator = 8081 + port_offset, 8082 + port_offset, 8090 + port_offset
     services = [
         LocalService(
             "registry",
             "services.registry",
-            8081,
-            {"REGISTRY_DATABASE_URL": f"sqlite:///{data_dir / 'registry.db'}"},
-        )
-    ]
-    for i in range(brokers):
-        services.append(
-            LocalService(
-                f"broker-{i}",
-                "services.broker",
-                8082 + i,
-                {
-                    "BROKER_ID": str(i),
-                    "BROKER_PORT": str(8082 + i),
-                    "BROKER_DATA_DIR": str(data_dir / f"broker-{i}"),
-                },
-            )
-        )
-    services.append(
+            registry,
+            {
+                "REGISTRY_PORT": str(registry),
+                "REGISTRY_DATABASE_URL": f"sqlite:///{data_dir / 'registry.db'}",
+            },
+        ),
+        LocalService(
+            "broker-0",
+            "services.broker",
+            broker,
+            {
+                "BROKER_ID": "0",
+                "BROKER_PORT": str(broker),
+                "BROKER_DATA_DIR": str(data_dir / "broker-0"),
+            },
+        ),
         LocalService(
             "coordinator",
             "services.coordinator",
-            8090,
+            coordinator,
             {
-                "COORDINATOR_BROKERS": broker_urls,
+                "COORDINATOR_PORT": str(coordinator),
+                "COORDINATOR_BROKERS": f"http://127.0.0.1:{broker}",
                 "COORDINATOR_DATA_DIR": str(data_dir / "coordinator"),
             },
-        )
-    )
+        ),
+    ]
     return [s for s in services if importlib.util.find_spec(f"{s.module}.__main__") is not None]
-
-
-def wait_healthy(service: LocalService, process: subprocess.Popen[bytes], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"{service.url}/healthz", timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    return False
 
 
 def run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    services = local_services(data_dir, args.brokers)
-    processes: list[tuple[LocalService, subprocess.Popen[bytes]]] = []
+    running: list[ServiceProcess] = []
 
-    def stop(*_: Any) -> None:
-        for _service, process in processes:
-            if process.poll() is None:
-                process.terminate()
-        for _service, process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    def stop_all() -> None:
+        for process in reversed(running):
+            process.stop()
 
+    # SIGTERM (a container runtime, systemd) stops everything the same way Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        for service in services:
-            env = {**os.environ, **service.env}
-            process = subprocess.Popen([sys.executable, "-m", service.module], env=env)
-            processes.append((service, process))
-            if not wait_healthy(service, process, timeout=60):
-                print(f"headwater: {service.name} did not become healthy", file=sys.stderr)
-                stop()
+        for service in local_services(data_dir, args.port_offset):
+            process = ServiceProcess(service.module, service.port, service.env, inherit_output=True)
+            running.append(process)
+            try:
+                process.start(timeout=60)
+            except RuntimeError as exc:
+                print(f"headwater: {service.name} did not start: {exc}", file=sys.stderr)
+                stop_all()
                 return 1
             print(f"  {service.name:<12} {service.url}   (docs: {service.url}/docs)", flush=True)
         print("Headwater is up. Press Ctrl-C to stop.", flush=True)
-        while all(process.poll() is None for _service, process in processes):
+        while all(process.running() for process in running):
             time.sleep(0.5)
-        for service, process in processes:
-            if process.poll() is not None:
-                print(
-                    f"headwater: {service.name} exited with {process.returncode}", file=sys.stderr
-                )
-        stop()
+        for process in running:
+            if not process.running():
+                print(f"headwater: {process.module} exited", file=sys.stderr)
+        stop_all()
         return 1
     except KeyboardInterrupt:
         print("\nStopping...", flush=True)
-        stop()
+        stop_all()
         return 0
 
 
@@ -130,5 +109,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--data-dir", default="data", help="where local state lives (default ./data)"
     )
-    parser.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
+    parser.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="add this to every default port (registry 8081, broker 8082, coordinator 8090)",
+    )
     parser.set_defaults(func=run)
