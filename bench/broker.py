@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from headwater.client.broker import BrokerClient  # noqa: E402
+from headwater.local_service import ServiceProcess, free_port  # noqa: E402
 from headwater.records import encode_batch, iter_batches  # noqa: E402
 from headwater.types import PartitionId  # noqa: E402
 
@@ -77,54 +74,22 @@ def since(started: float) -> float:
 # -- the broker process -----------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class BrokerProcess:
+class BrokerProcess(ServiceProcess):
     """``python -m services.broker`` on a free loopback port with a temporary data dir."""
 
     def __init__(self, fsync: str) -> None:
-        self.fsync = fsync
-        self.port = free_port()
         self.data = tempfile.TemporaryDirectory(prefix="headwater-bench-")
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> BrokerProcess:
+        port = free_port()
         env = {
-            **os.environ,
-            "BROKER_PORT": str(self.port),
+            "BROKER_PORT": str(port),
             "BROKER_DATA_DIR": self.data.name,
-            "BROKER_FSYNC": self.fsync,
+            "BROKER_FSYNC": fsync,
             "BROKER_LOG_LEVEL": "warning",
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "services.broker"],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("broker did not start")
+        super().__init__("services.broker", port, env)
 
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=20)
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
         self.data.cleanup()
 
 

@@ -25,9 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,35 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from headwater import AdminClient  # noqa: E402
+from headwater.local_service import ServiceProcess, free_port  # noqa: E402
 
 PARTITIONS = 1000
 MEMBERS = 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start(module: str, env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", module],
-        env={**os.environ, **env},
-        cwd=ROOT,
-        stdout=open(log, "wb"),  # noqa: SIM115  # the child owns it
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{module} did not start; see {log}")
 
 
 @dataclass
@@ -212,16 +185,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hw-bench-coord-") as tmp:
         base = Path(tmp)
         bport, cport = free_port(), free_port()
-        broker = start(
+        broker = ServiceProcess(
             "services.broker",
+            bport,
             {
                 "BROKER_PORT": str(bport),
                 "BROKER_DATA_DIR": str(base / "broker"),
                 "BROKER_FSYNC": "never",
             },
-            bport,
             base / "broker.log",
-        )
+        ).start()
         coordinator = None
         try:
             broker_url = f"http://127.0.0.1:{bport}"
@@ -233,8 +206,9 @@ def main() -> None:
                     http.post(
                         f"/topics/{topic}/partitions/{p}", json={"records": [{"value": p}]}
                     ).raise_for_status()
-            coordinator = start(
+            coordinator = ServiceProcess(
                 "services.coordinator",
+                cport,
                 {
                     "COORDINATOR_PORT": str(cport),
                     "COORDINATOR_REDIS_URL": "",
@@ -243,9 +217,8 @@ def main() -> None:
                     "COORDINATOR_HEARTBEAT_INTERVAL_MS": str(args.heartbeat_interval_ms),
                     "COORDINATOR_LOG_LEVEL": "warning",
                 },
-                cport,
                 base / "coordinator.log",
-            )
+            ).start()
             url = f"http://127.0.0.1:{cport}"
             rebalances = asyncio.run(rebalance_bench(url, topic, args.rounds))
             commits_1 = asyncio.run(commit_bench(url, topic, 1, args.seconds, 16))
@@ -253,8 +226,7 @@ def main() -> None:
         finally:
             for process in (coordinator, broker):
                 if process is not None:
-                    process.terminate()
-                    process.wait(timeout=20)
+                    process.stop()
 
     print()
     print(
