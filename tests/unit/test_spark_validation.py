@@ -252,3 +252,36 @@ def test_reasons_of_a_batch_equal_each_verdicts_reason(validator: PayloadValidat
         Reason.INVALID_RECORD,
     ]
     assert validator.reasons(values) == [validator.validate(v).reason for v in values]
+
+
+@pytest.mark.parametrize(
+    ("expected_id", "writer_id", "writer"),
+    [(1, 1, ORDER), (2, 1, ORDER), (1, 2, ORDER_V2), (1, 4, NARROW)],
+)
+def test_cached_pairs_decode_exactly_as_fastavro_schemaless_reader(
+    expected_id: int, writer_id: int, writer: dict[str, Any]
+) -> None:
+    """After the first record of a writer, records take the prepared decode; it must give what
+    fastavro's public reader gives, with and without resolution, and still classify failures."""
+    v = PayloadValidator(SCHEMAS[expected_id], SCHEMAS.get)
+    writer_parsed = fastavro.parse_schema(writer)
+    expected_parsed = fastavro.parse_schema(json.loads(SCHEMAS[expected_id].schema_str))
+    extra: dict[str, Any] = {"channel": "app"} if writer is ORDER_V2 else {}
+    for i in range(40):
+        record = {**order(i, "NEW" if i % 2 else "PAID"), "note": None if i % 3 else f"n{i}"}
+        if writer is NARROW:
+            record = {"id": i, "amount": i, "status": "NEW"}
+        value = frame(writer_id, writer, {**record, **extra})
+        want = fastavro.schemaless_reader(
+            io.BytesIO(value[5:]),
+            writer_parsed,
+            None if writer_id == expected_id else expected_parsed,
+        )
+        verdict = v.validate(value)
+        assert verdict.reason is None
+        assert verdict.record == want
+        assert v.reasons([value]) == [None]
+    good = frame(writer_id, writer, {**record, **extra})
+    # Cut inside ``amount`` (never a field the expected schema skips), and a byte too many.
+    assert v.reasons([good[:6], good + b"\x01"]) == [Reason.DECODE_ERROR, Reason.DECODE_ERROR]
+    assert v.validate(good[:6]).reason is Reason.DECODE_ERROR
