@@ -80,3 +80,6 @@ def configure(level: str = "info", *, stream: IO[str] | None = None, **static: A
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # One line per outgoing HTTP call (coordinator -> brokers) drowns the service's own lines.
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))
