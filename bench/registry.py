@@ -44,7 +44,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import ServiceProcess, free_port  # noqa: E402 -- needs ROOT on sys.path
+from headwater.local_service import ServiceProcess, free_port  # noqa: E402
 
 ID_TARGET_RATE = 5000
 NAMES = {
