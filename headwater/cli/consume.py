@@ -11,6 +11,7 @@ import httpx
 
 from headwater.admin import AdminClient
 from headwater.cli.groups import add_coordinator_argument
+from headwater.cli.produce import PROGRESS_INTERVAL
 from headwater.cli.topics import add_bootstrap_argument, run_reporting_errors
 from headwater.consumer import Consumer, ConsumerRecord
 from headwater.errors import HeadwaterError
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     def body() -> int:
         out = sys.stdout.buffer
         count = 0
-        idle_deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        started = last_report = time.monotonic()
+        idle_deadline = None if args.timeout is None else started + args.timeout
         with make_consumer(args) as consumer:
             while args.max_messages is None or count < args.max_messages:
                 wait = 1.0
@@ -94,8 +96,14 @@ def run(args: argparse.Namespace) -> int:
                     if args.group:
                         commit_after_output(consumer)
                     count += len(records)
+                    now = time.monotonic()
                     if args.timeout is not None:
-                        idle_deadline = time.monotonic() + args.timeout
+                        idle_deadline = now + args.timeout
+                    if now - last_report >= PROGRESS_INTERVAL:
+                        # Progress goes to stderr so stdout stays pure records for pipes.
+                        rate = count / (now - started)
+                        print(f"... {count} records ({rate:,.0f}/s)", file=sys.stderr)
+                        last_report = now
         print(f"Processed a total of {count} messages", file=sys.stderr)
         return 0
 
