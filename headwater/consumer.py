@@ -21,9 +21,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
 from types import TracebackType
-from typing import cast
 
 import httpx
 
@@ -49,6 +47,43 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+
+
+def _record_factory(topic: str, partition: PartitionId) -> RecordFactory[ConsumerRecord]:
+    """Builds ``topic``/``partition``'s ConsumerRecords for ``decode_batch_as``.
+
+    A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__`` (about
+    three times the cost of the rest of decoding a record); writing the slots through their
+    member descriptors builds the same frozen object at a third of the cost.
+    """
+    new = object.__new__
+    slots = ConsumerRecord.__dict__
+    set_topic = slots["topic"].__set__
+    set_partition = slots["partition"].__set__
+    set_offset = slots["offset"].__set__
+    set_timestamp = slots["timestamp"].__set__
+    set_key = slots["key"].__set__
+    set_value = slots["value"].__set__
+    set_headers = slots["headers"].__set__
+
+    def make(
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+    ) -> ConsumerRecord:
+        record: ConsumerRecord = new(ConsumerRecord)
+        set_topic(record, topic)
+        set_partition(record, partition)
+        set_offset(record, offset)
+        set_timestamp(record, timestamp)
+        set_key(record, key)
+        set_value(record, value)
+        set_headers(record, headers)
+        return record
+
+    return make
 
 
 class Consumer:
@@ -90,6 +125,7 @@ class Consumer:
         self._positions: dict[TopicPartition, Offset | None] = {}
         self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
         self._round_robin = 0
+        self._factories: dict[TopicPartition, RecordFactory[ConsumerRecord]] = {}
         self._closed = False
         self._group: ConsumerGroup | None = None  # set by subscribe() (consumer groups)
 
@@ -235,7 +271,9 @@ class Consumer:
             time.sleep(self.config.retry_backoff_ms / 1000)
             return []
         records: list[ConsumerRecord] = []
-        make = cast(RecordFactory[ConsumerRecord], partial(ConsumerRecord, tp.topic, tp.partition))
+        make = self._factories.get(tp)
+        if make is None:
+            make = self._factories[tp] = _record_factory(tp.topic, tp.partition)
         data = fetched.data
         next_position = position
         for pos, header in iter_batches(data, verify_crc=False):

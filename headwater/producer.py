@@ -306,7 +306,49 @@ class Producer:
         timestamp: int | None = None,
     ) -> DeliveryFuture:
         """Queue one record; see the class contract. ``timestamp`` defaults to the batch's time."""
-        # The hot path of every producing application: kept to dict lookups and appends.
+        # The hot path of every producing application. The common call (bytes value, no
+        # partition, headers or timestamp; no key, or a key whose hash is cached) joins an open
+        # batch with room in one locked block; anything else takes the general path below, which
+        # does the same plus partition checks, new batches, sealing and buffer waits.
+        if (
+            partition is None
+            and headers is None
+            and timestamp is None
+            and value.__class__ is bytes
+            and (key is None or key.__class__ is bytes)
+        ):
+            size = len(value) + _RECORD_OVERHEAD
+            if key is not None:
+                size += len(key)
+                hashed = self._key_hashes.get(key)
+                count = self._partition_counts.get(topic)
+                hashed_partition = -1 if hashed is None or count is None else hashed % count
+            with self._lock:
+                if key is None:
+                    batch = self._sticky_open.get(topic)
+                    if batch is not None and batch.sealed:
+                        batch = None
+                elif hashed_partition >= 0:
+                    batch = self._open.get((topic, hashed_partition))
+                else:
+                    batch = None
+                if (
+                    batch is not None
+                    and batch.size + size <= self._batch_limit
+                    and batch.timestamps is None
+                    and self._pending_bytes < self._buffer_memory
+                    and not self._closed
+                ):
+                    records = batch.records
+                    index = len(records)
+                    records.append((key, value, ()))
+                    if on_delivery is not None:
+                        batch.callbacks.append((index, on_delivery))
+                    batch.size += size
+                    self._pending_bytes += size
+                    if batch.size >= self._batch_limit:
+                        self._seal(batch)
+                    return DeliveryFuture(batch, index)
         if value is not None and value.__class__ is not bytes:
             value = _as_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import accumulate
 from typing import TypeVar
 
 from headwater.errors import CorruptRecordError
@@ -291,7 +292,11 @@ def encode_batch(
     null = NULL_LENGTH
     parts: list[bytes] = []
     append = parts.append
-    if timestamps is None:
+    plain = None if timestamps is not None else _plain_records(records, count)
+    if plain is not None:
+        base_timestamp = max_timestamp = timestamp_ms
+        parts = [plain]
+    elif timestamps is None:
         base_timestamp = max_timestamp = timestamp_ms
         # Per record: length | attributes 0, timestampDelta 0, offsetDelta (+ keyLength) from
         # the precomputed lead tables | key | valueLength | value | headers. One extend per record.
@@ -376,6 +381,83 @@ def encode_batch(
     return b"".join((head, tail, body))
 
 
+# The plain-record fast path: records with a null key, no headers, the batch's timestamp and one
+# value length (what most producers of fixed-size events send). Such a record's bytes are
+#   length | 00 attrs | 00 timestampDelta | offsetDelta | 01 null key | valueLength | value | 00
+# so everything around the value depends only on the value's length n and the offsetDelta. Per n a
+# table holds, per offsetDelta, the previous record's trailing 00 and the bytes before the value;
+# the records section is then one join of table entries interleaved with the values by slice
+# assignment: no Python code runs per record.
+_PLAIN_VALUE_LIMIT = 1 << 14
+_PLAIN_TABLES_KEPT = 8  # distinct value lengths whose tables are kept (each <= count entries)
+_plain_tables: dict[int, list[bytes]] = {}
+
+
+def _plain_table(n: int, count: int) -> list[bytes]:
+    table = _plain_tables.get(n)
+    if table is None:
+        if len(_plain_tables) >= _PLAIN_TABLES_KEPT:
+            _plain_tables.clear()
+        table = _plain_tables[n] = []
+    if len(table) < count:
+        middle = NULL_LENGTH + SMALL_VARINTS[n]
+        rest = 2 + len(middle) + n + 1  # record length without the offsetDelta's bytes
+        table.extend(
+            b"\x00" + SMALL_VARINTS[rest + len(delta)] + b"\x00\x00" + delta + middle
+            for delta in SMALL_VARINTS[len(table) : count]
+        )
+    return table
+
+
+def _plain_records(records: Sequence[RecordTuple], count: int) -> bytes | None:
+    """The records section of plain records (see above), or None if any record is not plain."""
+    if count > SMALL_LIMIT:
+        return None
+    keys, values, headers = zip(*records, strict=True)
+    if keys.count(None) != count or any(headers):
+        return None
+    try:
+        n = len(values[0])
+        if n >= _PLAIN_VALUE_LIMIT - 32 or list(map(len, values)).count(n) != count:
+            return None
+    except TypeError:  # a null value
+        return None
+    return _join_plain(_plain_table(n, count)[:count], values, count)
+
+
+def _join_plain(table: Sequence[bytes], values: Sequence[bytes], count: int) -> bytes:
+    parts: list[bytes] = [b"\x00"] * (2 * count + 1)
+    parts[0 : 2 * count : 2] = table
+    parts[1 : 2 * count : 2] = values
+    parts[0] = parts[0][1:]  # the first record has no record before it
+    return b"".join(parts)
+
+
+def _plain_values(data: bytes, count: int) -> list[bytes] | None:
+    """The values of ``data`` if it is exactly a plain records section of ``count`` records
+    (see ``_plain_records``), else None (then the general decoder reads or rejects it).
+
+    The first record gives the value length n; the values are sliced where plain records of
+    length n put them, and the section is accepted only if re-encoding them gives ``data`` byte
+    for byte, so nothing is assumed that was not checked.
+    """
+    if not 0 < count <= SMALL_LIMIT or len(data) < 7:
+        return None
+    i = 1 if data[0] < 0x80 else 2  # the first record's length varint
+    if data[i : i + 4] != b"\x00\x00\x00\x01" or (data[i + 4] >= 0x80 and data[i + 5] >= 0x80):
+        return None
+    n, _ = _varint(data, i + 4)
+    if not 0 <= n < _PLAIN_VALUE_LIMIT - 32:
+        return None
+    table = _plain_table(n, count)[:count]
+    # Record d's value starts after entries 0..d and values 0..d-1, less the first entry's
+    # leading 00 (not in the section): -1 - n + sum(len(entry) + n for entries 0..d).
+    starts = accumulate(map(n.__add__, map(len, table)), initial=-1 - n)
+    next(starts)
+    values = [data[start : start + n] for start in starts]
+    return values if _join_plain(table, values, count) == data else None
+
+
 def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     parts = [encode_varint(len(headers))]
     for name, value in headers:
@@ -415,6 +497,11 @@ def decode_batch_as(
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
+    plain = _plain_values(data, header.records_count)
+    if plain is not None:
+        ts = base_ts if log_append is None else log_append
+        offsets = range(base_offset, base_offset + header.records_count)
+        return header, [factory(o, ts, None, v, []) for o, v in zip(offsets, plain, strict=True)]
     records: list[T] = []
     append = records.append
     i = 0
