@@ -22,11 +22,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import accumulate
 from types import TracebackType
+from typing import cast
 
 import httpx
 
@@ -53,6 +56,7 @@ _RECORD_OVERHEAD = 16
 # Largest request the sender builds from queued batches of one partition (the broker's default
 # BROKER_MAX_REQUEST_BYTES is 64 MiB).
 _MAX_REQUEST_BYTES = 16 * 1_048_576
+_BYTES_OR_NONE = frozenset((bytes, type(None)))
 _KEY_HASH_CACHE = 65_536  # distinct keys whose murmur2 hash is remembered
 
 
@@ -434,9 +438,11 @@ class Producer:
         n = len(values)
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
-        for v in values:
-            if v is not None and v.__class__ is not bytes:
-                raise TypeError(f"values must be bytes or None, got {type(v).__name__}")
+        value_types = set(map(type, values))  # checked without a Python step per record
+        if not value_types <= _BYTES_OR_NONE:
+            for v in values:
+                if v is not None and v.__class__ is not bytes:
+                    raise TypeError(f"values must be bytes or None, got {type(v).__name__}")
         count = self._partition_counts.get(topic)
         if count is None:
             count = self._partition_count(topic)
@@ -445,7 +451,10 @@ class Producer:
                 f"partition {partition} of topic {topic!r} does not exist ({count} partitions)"
             )
         overhead = _RECORD_OVERHEAD
-        sizes = [overhead if v is None else len(v) + overhead for v in values]
+        if type(None) in value_types:
+            sizes = [overhead if v is None else len(v) + overhead for v in values]
+        else:
+            sizes = list(map(overhead.__add__, map(len, cast("Sequence[bytes]", values))))
         key_list: Sequence[bytes | None] = keys if keys is not None else [None] * n
         if keys is not None:
             for i, k in enumerate(keys):
@@ -482,6 +491,7 @@ class Producer:
                 return BulkDeliveryFuture(segments)
             return _ReorderedBulkFuture(segments, [pos for _, pos in sorted(order)])
         segments = []
+        cumulative = list(accumulate(sizes, initial=0))  # bytes of records 0..i-1 at [i]
         with self._lock:
             if self._closed:
                 raise ProducerClosedError("produce_many() on a closed producer")
@@ -498,12 +508,13 @@ class Producer:
                         self._sticky_open[topic] = batch
                 else:
                     batch = self._open_batch(topic, partition)
+                # Records i..j-1 fill the batch's room (a lone oversized record gets an empty
+                # batch of its own): found by bisecting the running sizes, not record by record.
                 room = self._batch_limit - batch.size
-                j = i
-                taken = 0
-                while j < n and (taken + sizes[j] <= room or (j == i and not batch.records)):
-                    taken += sizes[j]
-                    j += 1
+                j = bisect_right(cumulative, cumulative[i] + room, i, n + 1) - 1
+                if j == i and not batch.records:
+                    j = i + 1
+                taken = cumulative[j] - cumulative[i]
                 if j == i:  # this batch is full: seal it and continue in a fresh one
                     self._seal(batch)
                     continue
