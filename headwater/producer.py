@@ -41,7 +41,7 @@ from headwater.errors import (
     UnknownProducerIdError,
     UnknownServerError,
 )
-from headwater.records.batch import HEADER_SIZE, encode_batch
+from headwater.records.batch import HEADER_SIZE, encode_batch, encode_values_batch
 from headwater.records.partitioner import StickyPartitioner, murmur2
 from headwater.types import Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 
@@ -88,24 +88,31 @@ class _Batch:
         "done",
         "encoded",
         "error",
+        "headers",
         "identity",
+        "keys",
         "metadata_offset",
         "metadata_timestamp",
         "partition",
-        "records",
         "sealed",
         "size",
         "timestamp",
         "timestamps",
         "topic",
+        "values",
         "waiters",
     )
 
     def __init__(self, topic: str, partition: int, now: float, linger: float) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: list[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]]
-        self.records = []
+        # Records as columns: a batch of unkeyed, header-less records (the common case) keeps
+        # only its values, so produce() allocates nothing per record that the garbage collector
+        # tracks, and the encoder gets the values without taking tuples apart. keys and
+        # headers appear with the first record that has either.
+        self.values: list[bytes | None] = []
+        self.keys: list[bytes | None] | None = None
+        self.headers: list[Sequence[tuple[str, bytes | None]]] | None = None
         self.timestamps: list[int] | None = None
         self.size = 0
         self.sealed = False
@@ -120,6 +127,14 @@ class _Batch:
         self.error: BaseException | None = None
         self.metadata_offset = -1
         self.metadata_timestamp = -1
+
+    def add_columns(self) -> tuple[list[bytes | None], list[Sequence[tuple[str, bytes | None]]]]:
+        """The keys and headers columns, created (null keys, no headers) for the records so far
+        if not there yet; call before appending the next value."""
+        if self.keys is None or self.headers is None:
+            self.keys = [None] * len(self.values)
+            self.headers = [()] * len(self.values)
+        return self.keys, self.headers
 
 
 class DeliveryFuture:
@@ -343,9 +358,13 @@ class Producer:
                     and self._pending_bytes < self._buffer_memory
                     and not self._closed
                 ):
-                    records = batch.records
-                    index = len(records)
-                    records.append((key, value, ()))
+                    values = batch.values
+                    index = len(values)
+                    if key is not None or batch.keys is not None:
+                        keys, all_headers = batch.add_columns()
+                        keys.append(key)
+                        all_headers.append(())
+                    values.append(value)
                     if on_delivery is not None:
                         batch.callbacks.append((index, on_delivery))
                     batch.size += size
@@ -402,14 +421,17 @@ class Producer:
                     self._sticky_open[topic] = batch
             else:
                 batch = self._open.get((topic, partition))
-                if batch is not None and batch.size + size > self._batch_limit and batch.records:
+                if batch is not None and batch.size + size > self._batch_limit and batch.values:
                     self._seal(batch)
                     batch = None
                 if batch is None:
                     batch = self._open_batch(topic, partition)
-            records = batch.records
-            index = len(records)
-            records.append((key, value, record_headers))
+            index = len(batch.values)
+            if key is not None or record_headers or batch.keys is not None:
+                keys, all_headers = batch.add_columns()
+                keys.append(key)
+                all_headers.append(record_headers)
+            batch.values.append(value)
             if timestamp is not None or batch.timestamps is not None:
                 if batch.timestamps is None:
                     batch.timestamps = [batch.timestamp] * index
@@ -512,14 +534,18 @@ class Producer:
                 # batch of its own): found by bisecting the running sizes, not record by record.
                 room = self._batch_limit - batch.size
                 j = bisect_right(cumulative, cumulative[i] + room, i, n + 1) - 1
-                if j == i and not batch.records:
+                if j == i and not batch.values:
                     j = i + 1
                 taken = cumulative[j] - cumulative[i]
                 if j == i:  # this batch is full: seal it and continue in a fresh one
                     self._seal(batch)
                     continue
-                start = len(batch.records)
-                batch.records.extend(zip(key_list[i:j], values[i:j], [()] * (j - i), strict=True))
+                start = len(batch.values)
+                if keys is not None or batch.keys is not None:
+                    batch_keys, batch_headers = batch.add_columns()
+                    batch_keys.extend(key_list[i:j])
+                    batch_headers.extend([()] * (j - i))
+                batch.values.extend(values[i:j])
                 if batch.timestamps is not None:
                     batch.timestamps.extend([batch.timestamp] * (j - i))
                 batch.size += taken
@@ -727,7 +753,7 @@ class Producer:
                 for batch in group:
                     if batch.encoded is None:
                         batch.identity = (producer_id, epoch, sequence)
-                        sequence = (sequence + len(batch.records)) & 0x7FFFFFFF
+                        sequence = (sequence + len(batch.values)) & 0x7FFFFFFF
                 self._sequences[tp] = sequence
         self._workers.submit(self._send, group)
 
@@ -757,15 +783,26 @@ class Producer:
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
             producer_id, epoch, sequence = batch.identity
-            batch.encoded = encode_batch(
-                batch.records,
-                compression=self.config.compression,
-                producer_id=producer_id,
-                producer_epoch=epoch,
-                base_sequence=sequence,
-                timestamp_ms=batch.timestamp,
-                timestamps=batch.timestamps,
-            )
+            if batch.keys is None and batch.timestamps is None:
+                batch.encoded = encode_values_batch(
+                    batch.values,
+                    compression=self.config.compression,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    base_sequence=sequence,
+                    timestamp_ms=batch.timestamp,
+                )
+            else:
+                keys, headers = batch.add_columns()
+                batch.encoded = encode_batch(
+                    list(zip(keys, batch.values, headers, strict=True)),
+                    compression=self.config.compression,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    base_sequence=sequence,
+                    timestamp_ms=batch.timestamp,
+                    timestamps=batch.timestamps,
+                )
         return batch.encoded
 
     def _send(self, group: list[_Batch]) -> None:
@@ -830,7 +867,7 @@ class Producer:
             for batch in group:
                 batch.identity = (producer_id, epoch, sequence)
                 batch.encoded = None
-                sequence = (sequence + len(batch.records)) & 0x7FFFFFFF
+                sequence = (sequence + len(batch.values)) & 0x7FFFFFFF
             self._sequences[tp] = sequence
         return b"".join([self._encode(batch) for batch in group])
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import accumulate
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from headwater.errors import CorruptRecordError
 from headwater.records.compression import Compression, compress, decompress
@@ -292,7 +292,7 @@ def encode_batch(
     null = NULL_LENGTH
     parts: list[bytes] = []
     append = parts.append
-    plain = None if timestamps is not None else _plain_records(records, count)
+    plain = None if timestamps is not None else _plain_section(records, count)
     if plain is not None:
         base_timestamp = max_timestamp = timestamp_ms
         parts = [plain]
@@ -354,7 +354,35 @@ def encode_batch(
             )
             append(encode_varint(len(body)))
             append(body)
-    body = b"".join(parts)
+    return _frame(
+        b"".join(parts),
+        count,
+        compression,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        base_offset,
+        partition_leader_epoch,
+        is_transactional,
+    )
+
+
+def _frame(
+    body: bytes,
+    count: int,
+    compression: Compression,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+) -> bytes:
+    """The batch around a records section: compressed, header packed, CRC over both."""
     if compression != Compression.NONE:
         body = compress(compression, body)
     attributes = int(compression) | (_TRANSACTIONAL_BIT if is_transactional else 0)
@@ -379,6 +407,44 @@ def encode_batch(
         crc,
     )
     return b"".join((head, tail, body))
+
+
+def encode_values_batch(
+    values: Sequence[bytes | None],
+    *,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    timestamp_ms: int,
+) -> bytes:
+    """:func:`encode_batch` of ``(None, value, ())`` records, all at ``timestamp_ms``: the same
+    bytes, without building the record tuples (a producer of unkeyed records keeps only values).
+    """
+    count = len(values)
+    plain = _plain_values_section(values, count)
+    if plain is None:
+        return encode_batch(
+            [(None, v, ()) for v in values],
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            timestamp_ms=timestamp_ms,
+        )
+    return _frame(
+        plain,
+        count,
+        compression,
+        timestamp_ms,
+        timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        0,
+        -1,
+        False,
+    )
 
 
 # The plain-record fast path: records with a null key, no headers, the batch's timestamp and one
@@ -409,20 +475,30 @@ def _plain_table(n: int, count: int) -> list[bytes]:
     return table
 
 
-def _plain_records(records: Sequence[RecordTuple], count: int) -> bytes | None:
+def _plain_section(records: Sequence[RecordTuple], count: int) -> bytes | None:
     """The records section of plain records (see above), or None if any record is not plain."""
     if count > SMALL_LIMIT:
         return None
     keys, values, headers = zip(*records, strict=True)
     if keys.count(None) != count or any(headers):
         return None
-    try:
-        n = len(values[0])
-        if n >= _PLAIN_VALUE_LIMIT - 32 or list(map(len, values)).count(n) != count:
-            return None
-    except TypeError:  # a null value
+    return _plain_values_section(values, count)
+
+
+def _plain_values_section(values: Sequence[bytes | None], count: int) -> bytes | None:
+    """The records section of null-key, header-less records with these values, or None unless
+    they all have one length (and there are at most SMALL_LIMIT)."""
+    if count > SMALL_LIMIT:
         return None
-    return _join_plain(_plain_table(n, count)[:count], values, count)
+    # A null value makes len() raise: the values are then not plain. Past that, all are bytes.
+    sized = cast("Sequence[bytes]", values)
+    try:
+        n = len(sized[0])
+        if n >= _PLAIN_VALUE_LIMIT - 32 or list(map(len, sized)).count(n) != count:
+            return None
+    except TypeError:
+        return None
+    return _join_plain(_plain_table(n, count)[:count], sized, count)
 
 
 def _join_plain(table: Sequence[bytes], values: Sequence[bytes], count: int) -> bytes:
