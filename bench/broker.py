@@ -371,7 +371,11 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(result)
             else:
                 rows.extend(result)
-    print(f"\nHeadwater broker benchmark ({os.cpu_count()} CPUs, {seconds:g} s per row)\n")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"\nHeadwater broker benchmark ({os.cpu_count()} CPUs, {seconds:g} s per row, "
+        f"load average at the end {load})\n"
+    )
     print_table(rows, sorted(set(notes)))
     return 0
 

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import TypeVar, cast
 
 from headwater.errors import CorruptRecordError
@@ -577,7 +577,9 @@ def decode_batch_as(
     if plain is not None:
         ts = base_ts if log_append is None else log_append
         offsets = range(base_offset, base_offset + header.records_count)
-        return header, [factory(o, ts, None, v, []) for o, v in zip(offsets, plain, strict=True)]
+        # A fresh empty headers list per record (callers may own them), made by iter(list, ...).
+        fresh_lists: Iterator[list[tuple[str, bytes | None]]] = iter(list, None)
+        return header, list(map(factory, offsets, repeat(ts), repeat(None), plain, fresh_lists))
     records: list[T] = []
     append = records.append
     i = 0

@@ -72,6 +72,7 @@ def test_plain_batches_have_the_spec_bytes_and_decode_back(count: int, size: int
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == [
         (40 + i, TS, None, v, []) for i, v in enumerate(values)
     ]
+    assert len({id(r.headers) for r in records}) == count  # each record owns its headers list
 
 
 def test_mixed_lengths_keys_and_nulls_still_encode_as_the_spec_says() -> None:
