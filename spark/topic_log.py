@@ -138,9 +138,7 @@ class TopicLog:
             for pos, header in iter_batches(buf, verify_crc=True):
                 if header.is_control or header.last_offset < position:
                     continue
-                if append_batch(
-                    pending, buf, pos, header, position, end, lean=lean
-                ):
+                if append_batch(pending, buf, pos, header, position, end, lean=lean):
                     progressed = True
                 position = Offset(max(position, min(header.last_offset + 1, end)))
                 while len(pending) >= rows_per_batch:
