@@ -84,6 +84,21 @@ def _prepare(writer: Any, reader: Any) -> tuple[Any, Any, Any]:
     return writer, named, reader
 
 
+def _whole(buf: io.BytesIO, writer: Any, named: Any, size: int) -> bool:
+    """Whether the payload in ``buf`` (positioned after the frame) decodes exactly, with nothing
+    left over, under the writer schema alone; ``buf`` is left back at the frame's end.
+
+    Resolution into another schema *skips* fields the reader does not have, and fastavro's skip
+    does not check for the end of the buffer, so a payload cut short inside such a field would
+    pass. Decoding with the writer's own schema reads every byte (a second decode, paid only
+    for writer schemas that differ from the expected one).
+    """
+    _read_data(buf, writer, named, None, _OPTIONS)
+    whole = buf.tell() == size
+    buf.seek(FRAME_SIZE)
+    return whole
+
+
 class Reason(StrEnum):
     """Why a record is invalid; the strings are stable (dead-letter headers, summaries)."""
 
@@ -204,6 +219,8 @@ class PayloadValidator:
                 buf = io.BytesIO(value)
                 buf.seek(FRAME_SIZE)
                 try:
+                    if reader is not None and not _whole(buf, writer, named, len(value)):
+                        return self._validate(value)
                     record = _read_data(buf, writer, named, reader, _OPTIONS)
                 except Exception:  # classified by the full path below
                     return self._validate(value)
@@ -232,6 +249,9 @@ class PayloadValidator:
                     buf = new_buffer(value)
                     buf.seek(FRAME_SIZE)
                     try:
+                        if known[2] is not None and not _whole(buf, known[0], known[1], len(value)):
+                            append(self._validate(value).reason)
+                            continue
                         read(buf, known[0], known[1], known[2], options)
                     except Exception:  # classified by the full path below
                         append(self._validate(value).reason)
@@ -263,6 +283,13 @@ class PayloadValidator:
         buf = io.BytesIO(value)
         buf.seek(FRAME_SIZE)
         try:
+            if writer.reader is not None:
+                # See _whole: decode with the writer's own schema first, so nothing is skipped.
+                _read(buf, writer.parsed, None)
+                left = len(value) - buf.tell()
+                if left:
+                    return Verdict(Reason.DECODE_ERROR, f"{left} bytes left after the record", sid)
+                buf.seek(FRAME_SIZE)
             record = _read(buf, writer.parsed, writer.reader)
         except IndexError:
             return _classify_index_error(value, writer, sid)

@@ -175,6 +175,18 @@ def test_a_newer_compatible_writer_resolves_into_the_expected_schema() -> None:
     }
 
 
+def test_a_payload_cut_inside_a_field_the_expected_schema_drops_is_a_decode_error() -> None:
+    # Expect v1; data written with v2, whose extra "channel" field resolution would skip unread.
+    v = PayloadValidator(SCHEMAS[1], SCHEMAS.get)
+    whole = frame(2, ORDER_V2, {**order(5), "channel": "mobile-app"})
+    assert v.validate(whole).reason is None  # the pair is now cached: the hot path decides below
+    cut = whole[:-4]  # inside "channel", the last field
+    assert v.validate(cut).reason is Reason.DECODE_ERROR
+    assert v.reasons([whole, cut, whole]) == [None, Reason.DECODE_ERROR, None]
+    fresh = PayloadValidator(SCHEMAS[1], SCHEMAS.get)  # and on the first, uncached path
+    assert fresh.validate(cut).reason is Reason.DECODE_ERROR
+
+
 def test_type_promotion_and_enum_subset_are_readable(validator: PayloadValidator) -> None:
     verdict = validator.validate(frame(4, NARROW, {"id": 1, "amount": 3, "status": "NEW"}))
     assert verdict.reason is None
