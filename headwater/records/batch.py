@@ -456,22 +456,23 @@ def encode_values_batch(
 # assignment: no Python code runs per record.
 _PLAIN_VALUE_LIMIT = 1 << 14
 _PLAIN_TABLES_KEPT = 8  # distinct value lengths whose tables are kept (each <= count entries)
-_plain_tables: dict[int, list[bytes]] = {}
+# Shared by every thread (producer workers encode in parallel): a table is an immutable tuple,
+# replaced whole when a longer one is needed, so a reader never sees one half-built.
+_plain_tables: dict[int, tuple[bytes, ...]] = {}
 
 
-def _plain_table(n: int, count: int) -> list[bytes]:
-    table = _plain_tables.get(n)
-    if table is None:
-        if len(_plain_tables) >= _PLAIN_TABLES_KEPT:
-            _plain_tables.clear()
-        table = _plain_tables[n] = []
+def _plain_table(n: int, count: int) -> tuple[bytes, ...]:
+    table = _plain_tables.get(n, ())
     if len(table) < count:
         middle = NULL_LENGTH + SMALL_VARINTS[n]
         rest = 2 + len(middle) + n + 1  # record length without the offsetDelta's bytes
-        table.extend(
+        table += tuple(
             b"\x00" + SMALL_VARINTS[rest + len(delta)] + b"\x00\x00" + delta + middle
             for delta in SMALL_VARINTS[len(table) : count]
         )
+        if len(_plain_tables) >= _PLAIN_TABLES_KEPT:
+            _plain_tables.clear()
+        _plain_tables[n] = table
     return table
 
 
@@ -511,7 +512,7 @@ def _join_plain(table: Sequence[bytes], values: Sequence[bytes], count: int) -> 
 
 def _plain_values(data: bytes, count: int) -> list[bytes] | None:
     """The values of ``data`` if it is exactly a plain records section of ``count`` records
-    (see ``_plain_records``), else None (then the general decoder reads or rejects it).
+    (see ``_plain_section``), else None (then the general decoder reads or rejects it).
 
     The first record gives the value length n; the values are sliced where plain records of
     length n put them, and the section is accepted only if re-encoding them gives ``data`` byte
@@ -520,9 +521,12 @@ def _plain_values(data: bytes, count: int) -> list[bytes] | None:
     if not 0 < count <= SMALL_LIMIT or len(data) < 7:
         return None
     i = 1 if data[0] < 0x80 else 2  # the first record's length varint
-    if data[i : i + 4] != b"\x00\x00\x00\x01" or (data[i + 4] >= 0x80 and data[i + 5] >= 0x80):
+    try:
+        if data[i : i + 4] != b"\x00\x00\x00\x01" or (data[i + 4] >= 0x80 and data[i + 5] >= 0x80):
+            return None
+        n, _ = _varint(data, i + 4)
+    except IndexError:  # too short for a plain record: the general decoder says what is wrong
         return None
-    n, _ = _varint(data, i + 4)
     if not 0 <= n < _PLAIN_VALUE_LIMIT - 32:
         return None
     table = _plain_table(n, count)[:count]

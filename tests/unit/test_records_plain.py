@@ -5,6 +5,7 @@ through the general path."""
 from __future__ import annotations
 
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -108,3 +109,28 @@ def test_a_plain_section_with_a_wrong_record_count_is_corrupt() -> None:
     one_more = reseal(plain, spec_records([*values, b"y" * 30]))  # 11 records, count says 10
     with pytest.raises(CorruptRecordError, match="bytes after the last record"):
         decode_batch(one_more)
+
+
+def test_threads_encoding_plain_batches_at_once_get_the_spec_bytes() -> None:
+    # Producer workers encode in parallel and share the per-length tables; a new length (777)
+    # makes every thread grow the same table while the others read it.
+    value = b"z" * 777
+    counts = [50 + 613 * i for i in range(16)]
+    results: dict[int, bytes] = {}
+
+    def encode(count: int) -> None:
+        results[count] = encode_batch([(None, value, ())] * count, timestamp_ms=TS)[HEADER_SIZE:]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(encode, counts))
+    for count in counts:
+        assert results[count] == spec_records([value] * count)
+
+
+@pytest.mark.parametrize(
+    "records", [b"\x80\x01\x00\x00\x00\x01\x80", b"\x0c\x00\x00\x00\x01\x80", b"\x02\x00"]
+)
+def test_short_records_sections_are_corrupt_not_crashes(records: bytes) -> None:
+    batch = reseal(encode_batch([(None, b"v", ())], timestamp_ms=TS), records)
+    with pytest.raises(CorruptRecordError):
+        decode_batch(batch)
