@@ -240,8 +240,13 @@ class Consumer:
         limit = self.config.max_poll_records
         for tp in self._rotation():
             buffered = self._buffered[tp]
-            while buffered and len(out) < limit:
-                out.append(buffered.popleft())
+            room = limit - len(out)
+            if len(buffered) <= room:  # the whole buffer at once, without a step per record
+                out.extend(buffered)
+                buffered.clear()
+            else:
+                popleft = buffered.popleft
+                out.extend([popleft() for _ in range(room)])
             if len(out) >= limit:
                 break
         return out
