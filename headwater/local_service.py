@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Self
 
 import httpx
 
@@ -63,7 +63,7 @@ class ServiceProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> ServiceProcess:
+    def start(self, timeout: float = 60.0) -> Self:
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         out: int | IO[bytes] | None = subprocess.DEVNULL
         if self.inherit_output:
@@ -110,7 +110,7 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def __enter__(self) -> ServiceProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
