@@ -113,15 +113,22 @@ async def rebalance_bench(url: str, topic: str, rounds: int) -> dict[str, list[f
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
         for r in range(rounds):
             group = f"bench-{os.getpid()}-{r}-{time.monotonic_ns()}"
-            members = [SimMember(topic) for _ in range(MEMBERS)]
+            members = [SimMember(topic) for _ in range(MEMBERS + 1)]
+            extra = members.pop()
+            # One client (connection pool) per member, made before the clock starts, as
+            # separate consumer processes would have: a single client's pool serving 100
+            # long-polls is itself slow to hand out connections and would be measured instead.
+            clients = [httpx.AsyncClient(timeout=30) for _ in range(MEMBERS + 1)]
             t0 = time.perf_counter()
-            tasks = [asyncio.create_task(member_loop(http, url, group, m)) for m in members]
+            tasks = [
+                asyncio.create_task(member_loop(c, url, group, m))
+                for c, m in zip(clients, members, strict=False)
+            ]
             await wait_stable(http, url, group, MEMBERS)
             results["100 members join an empty group"].append(time.perf_counter() - t0)
             await asyncio.sleep(0.5)
-            extra = SimMember(topic)
             t0 = time.perf_counter()
-            tasks.append(asyncio.create_task(member_loop(http, url, group, extra)))
+            tasks.append(asyncio.create_task(member_loop(clients[-1], url, group, extra)))
             await wait_stable(http, url, group, MEMBERS + 1)
             results["1 member joins (100 -> 101)"].append(time.perf_counter() - t0)
             await asyncio.sleep(0.5)
@@ -144,6 +151,8 @@ async def rebalance_bench(url: str, topic: str, rounds: int) -> dict[str, list[f
                         json={"member_id": m.member_id, "member_epoch": -1},
                     )
             await asyncio.gather(*tasks)
+            for client in clients:
+                await client.aclose()
     return results
 
 
