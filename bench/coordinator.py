@@ -3,7 +3,7 @@ commits per second, against a real coordinator process on real Redis and a real 
 
 What is measured (loopback only, bounded):
 
-* **rebalance** -- 100 simulated members (asyncio, one ``httpx.AsyncClient``) on a topic of
+* **rebalance** -- 100 simulated members (asyncio, an ``httpx.AsyncClient`` each) on a topic of
   1,000 partitions. Each member heartbeats at the interval the coordinator tells it and at once
   after an answer changed what it owns (a consumer that releases revoked partitions immediately,
   as the SDK does after ``on_revoke``). Timed from the request that changes membership (100 joins
