@@ -30,10 +30,8 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from headwater.client.broker import BrokerClient  # noqa: E402
+from headwater.local_service import ServiceProcess, free_port  # noqa: E402
 from headwater.records import encode_batch  # noqa: E402
 
 ORDER = {
@@ -64,34 +63,6 @@ ORDER = {
 }
 RECORDS_PER_BATCH = 5000
 TARGET_RATIO = 1.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start(module: str, env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", module],
-        env={**os.environ, **env},
-        cwd=ROOT,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{module} exited; see {log}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{module} did not become healthy; see {log}")
 
 
 def make_payloads(schema_id: int, count: int) -> list[bytes]:
@@ -183,32 +154,32 @@ def main() -> int:
     registry_port, broker_port = free_port(), free_port()
     registry = f"http://127.0.0.1:{registry_port}"
     broker = f"http://127.0.0.1:{broker_port}"
-    processes = []
+    processes: list[ServiceProcess] = []
     try:
         processes.append(
-            start(
+            ServiceProcess(
                 "services.registry",
+                registry_port,
                 {
                     "REGISTRY_PORT": str(registry_port),
                     "REGISTRY_DATABASE_URL": f"sqlite:///{work / 'registry.db'}",
                     "REGISTRY_LOG_LEVEL": "warning",
                 },
-                registry_port,
                 work / "registry.log",
-            )
+            ).start()
         )
         processes.append(
-            start(
+            ServiceProcess(
                 "services.broker",
+                broker_port,
                 {
                     "BROKER_PORT": str(broker_port),
                     "BROKER_DATA_DIR": str(work / "broker"),
                     "BROKER_FSYNC": "never",
                     "BROKER_LOG_LEVEL": "warning",
                 },
-                broker_port,
                 work / "broker.log",
-            )
+            ).start()
         )
         topic = "bench-orders"
         httpx.post(
@@ -328,12 +299,7 @@ def main() -> int:
         return 0
     finally:
         for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.stop()
 
 
 if __name__ == "__main__":

@@ -12,20 +12,17 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import signal
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import fastavro
 import httpx
 
+from headwater.local_service import ServiceProcess, free_port
 from headwater.producer import Producer
 
 ORDER = {
@@ -50,34 +47,6 @@ LEGACY = {
     "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "string"}],
 }
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start(module: str, env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", module],
-        env={**os.environ, **env},
-        cwd=ROOT,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{module} exited; see {log}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{module} did not become healthy; see {log}")
 
 
 def frame(schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
@@ -156,27 +125,27 @@ def main() -> int:
     registry_port, broker_port = free_port(), free_port()
     registry_url = f"http://127.0.0.1:{registry_port}"
     broker_url = f"http://127.0.0.1:{broker_port}"
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: list[ServiceProcess] = []
     try:
         print(f"== starting the platform (state in {work})")
         processes.append(
-            start(
+            ServiceProcess(
                 "services.registry",
+                registry_port,
                 {
                     "REGISTRY_PORT": str(registry_port),
                     "REGISTRY_DATABASE_URL": f"sqlite:///{work / 'registry.db'}",
                 },
-                registry_port,
                 work / "registry.log",
-            )
+            ).start()
         )
         processes.append(
-            start(
+            ServiceProcess(
                 "services.broker",
-                {"BROKER_PORT": str(broker_port), "BROKER_DATA_DIR": str(work / "broker-0")},
                 broker_port,
+                {"BROKER_PORT": str(broker_port), "BROKER_DATA_DIR": str(work / "broker-0")},
                 work / "broker.log",
-            )
+            ).start()
         )
         print(f"   registry {registry_url}\n   broker   {broker_url}")
 
@@ -250,12 +219,7 @@ def main() -> int:
     finally:
         print("== stopping the platform")
         for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.stop()
 
 
 if __name__ == "__main__":
