@@ -11,6 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from typing import cast
 
 from headwater.errors import InvalidRequestError
 from headwater.groups.errors import (
@@ -49,7 +50,7 @@ from services.coordinator.models import (
     ResetBody,
     TopicPartitions,
 )
-from services.coordinator.store import GroupChanges, GroupStore
+from services.coordinator.store import Finish, GroupChanges, GroupStore
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -198,14 +199,25 @@ class Coordinator:
             metrics.HEARTBEATS.inc()
             return fast
 
-        async def operation(state: GroupState) -> HeartbeatResult:
-            sizes = await self._sizes(state, request.topics or ())
+        async def operation(state: GroupState) -> Finish:
+            now = now_ms()
             fenced = request.member_id is not None and request.member_id not in state.members
             if fenced and request.member_epoch != JOIN_EPOCH:
                 fenced = await self.store.is_fenced(group_id, request.member_id)
-            return state.heartbeat(request, now_ms(), sizes, fenced=fenced, expire=self.expiring)
+            admitted = state.admit(request, now, fenced)
 
-        result, state = await self.store.transact(group_id, operation)
+            async def finish() -> HeartbeatResult:
+                # Sizes of every topic subscribed once the whole batch is admitted.
+                sizes = await self._sizes(state, request.topics or ())
+                if isinstance(admitted, HeartbeatResult):
+                    state.after_leave(admitted, now, sizes, expire=self.expiring)
+                    return admitted
+                return state.settle(admitted, request, now, sizes, expire=self.expiring)
+
+            return finish
+
+        answer, state = await self.store.transact_phased(group_id, operation)
+        result = cast(HeartbeatResult, answer)
         self._subscriptions[group_id] = frozenset(state.subscribed_topics)
         self._observe(state, joined=request.member_epoch == JOIN_EPOCH)
         interval = self.heartbeat_interval_ms
@@ -254,6 +266,9 @@ class Coordinator:
         metrics.HEARTBEATS.inc()
         if joined:
             metrics.JOINS.inc()
+        if state.observed:  # the batch's other requests counted its group-wide changes
+            return
+        state.observed = True
         if state.expired:
             metrics.EXPIRATIONS.inc(len(state.expired))
         if state.rebalances:

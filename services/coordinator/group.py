@@ -230,6 +230,10 @@ class GroupState:
     transitioned: set[str] = field(default_factory=set)
     expired: list[str] = field(default_factory=list)
     loaded_epoch: GroupEpoch = field(default_factory=lambda: GroupEpoch(0))
+    # Set by every change that calls for a new target. Several operations applied to one loaded
+    # state (a batch, see the store) share one epoch bump, but each still needs the assignor.
+    target_stale: bool = False
+    observed: bool = False
 
     # --- storage shape -------------------------------------------------------------------------
 
@@ -310,6 +314,7 @@ class GroupState:
         # many things it changed.
         if self.epoch == self.loaded_epoch:
             self.epoch = GroupEpoch(self.loaded_epoch + 1)
+        self.target_stale = True
 
     def _remove(self, member_id: str) -> None:
         del self.members[member_id]
@@ -334,9 +339,10 @@ class GroupState:
             self._bump()
 
     def compute_target(self) -> None:
-        """Run the assignor if the group epoch moved past the target's epoch."""
-        if self.assignment_epoch == self.epoch:
+        """Run the assignor if the group changed since the target was computed."""
+        if self.assignment_epoch == self.epoch and not self.target_stale:
             return
+        self.target_stale = False
         subs = [
             MemberSubscription(m.member_id, m.topics, frozenset(m.target))
             for m in sorted(self.members.values(), key=lambda m: m.member_id)
@@ -412,6 +418,30 @@ class GroupState:
         ``expire=False`` leaves other members' deadlines alone (a coordinator's start-up grace).
         Raises the member's error without changing anything else.
         """
+        admitted = self.admit(request, now_ms, fenced)
+        if isinstance(admitted, HeartbeatResult):
+            self.after_leave(admitted, now_ms, sizes, expire)
+            return admitted
+        return self.settle(admitted, request, now_ms, sizes, expire)
+
+    def after_leave(
+        self, left: HeartbeatResult, now_ms: int, sizes: Mapping[str, int], expire: bool = True
+    ) -> None:
+        """Settle the group after a leave (a static leave keeps everything as it is)."""
+        if left.member_epoch == LEAVE_EPOCH:
+            if expire:
+                self.expire(now_ms)
+            self.refresh_topics(sizes)
+            self.compute_target()
+
+    def admit(
+        self, request: HeartbeatRequest, now_ms: int, fenced: bool = False
+    ) -> Member | HeartbeatResult:
+        """The membership half of a heartbeat: join, leave, or record a live member's request.
+
+        Returns the member to :meth:`settle`, or the final answer of a leave. Admitting every
+        request of a burst before settling any lets one assignor run serve all of them.
+        """
         if not self.exists:
             self.exists = True
             self.created_ms = now_ms
@@ -423,7 +453,7 @@ class GroupState:
         else:
             member = self._existing(request, fenced)
             if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(member, epoch, now_ms, sizes, expire)
+                return self._leave(member, epoch, now_ms)
             if not member.previous_epoch <= epoch <= member.epoch:
                 raise FencedMemberEpochError(
                     f"member {member.member_id} sent epoch {epoch}; its epoch is {member.epoch}"
@@ -436,10 +466,28 @@ class GroupState:
             member.session_timeout_ms = request.session_timeout_ms
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
             self.changed_members.add(member.member_id)
+        return member
+
+    def settle(
+        self,
+        member: Member,
+        request: HeartbeatRequest,
+        now_ms: int,
+        sizes: Mapping[str, int],
+        expire: bool = True,
+    ) -> HeartbeatResult:
+        """The assignment half: expire, refresh topics, compute the target, reconcile."""
+        epoch = request.member_epoch
         if expire:
             self.expire(now_ms)
-        if member.member_id not in self.members:  # cannot happen: it just heartbeated
-            raise UnknownMemberError(f"member {member.member_id} expired")
+        if self.members.get(member.member_id) is not member:
+            # Left, expired or was replaced by another request admitted in the same batch.
+            if member.member_id in self.fenced_members:
+                raise FencedInstanceIdError(
+                    f"member {member.member_id} was replaced by a newer member with instance id "
+                    f"{member.instance_id!r}"
+                )
+            raise UnknownMemberError(f"member {member.member_id} is not in group {self.group_id}")
         self.refresh_topics(sizes)
         self.compute_target()
         joined = epoch == JOIN_EPOCH
@@ -516,14 +564,7 @@ class GroupState:
         self.changed_members.add(member_id)
         return member
 
-    def _leave(
-        self,
-        member: Member,
-        epoch: MemberEpoch,
-        now_ms: int,
-        sizes: Mapping[str, int],
-        expire: bool,
-    ) -> HeartbeatResult:
+    def _leave(self, member: Member, epoch: MemberEpoch, now_ms: int) -> HeartbeatResult:
         if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # Keep its partitions for a session timeout, so it can come back without a rebalance.
             member.left_static = True
@@ -531,8 +572,4 @@ class GroupState:
             self.changed_members.add(member.member_id)
             return HeartbeatResult(member.member_id, STATIC_LEAVE_EPOCH, set(), False)
         self._remove(member.member_id)
-        if expire:
-            self.expire(now_ms)
-        self.refresh_topics(sizes)
-        self.compute_target()
         return HeartbeatResult(member.member_id, LEAVE_EPOCH, set(), False)

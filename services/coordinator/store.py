@@ -13,9 +13,12 @@ Keys (``P`` is COORDINATOR_KEY_PREFIX)::
 A group operation reads ``group:{g}`` under WATCH, applies the state machine in Python and
 writes back in MULTI/EXEC; a concurrent change by any coordinator process aborts the EXEC and the
 operation reruns on fresh state. Within one process a per-group lock keeps its own requests from
-colliding. Offset commits are one Lua script that checks the member and its epoch and ownership
-and writes the offsets in the same step. With no members, ``group:{g}`` and ``offsets:{g}``
-carry a TTL of the offsets retention (Kafka's offsets.retention.minutes after the group empties).
+colliding, and the requests that queued behind it run together as one batch in one transaction:
+a burst of joins then loads the group once, bumps the epoch once and runs the assignor once,
+instead of once per request. Offset commits are one Lua script that checks the member and its
+epoch and ownership and writes the offsets in the same step. With no members, ``group:{g}`` and
+``offsets:{g}`` carry a TTL of the offsets retention (Kafka's offsets.retention.minutes after the
+group empties).
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ from headwater.types import MemberEpoch, Offset, PartitionId
 from services.coordinator.group import GroupState, Member
 
 T = TypeVar("T")
+
+# An operation in two phases: the first records its request in the state (join, leave,
+# heartbeat) and returns the second, which runs after every request of the batch was recorded.
+Finish = Callable[[], Awaitable[Any]]
+PhasedOperation = Callable[[GroupState], Awaitable[Finish]]
 
 # KEYS: group hash, offsets hash, fenced marker, groups set.
 # ARGV: group id, member id ("" = simple commit), member epoch, retention ms, then per offset:
@@ -153,6 +161,7 @@ class GroupStore:
         self.prefix = prefix
         self.retention_ms = offsets_retention_ms
         self._locks: dict[str, asyncio.Lock] = {}
+        self._pending: dict[str, list[tuple[PhasedOperation, asyncio.Future[Any]]]] = {}
         self._commit = redis.register_script(COMMIT_SCRIPT)
         self._fast_heartbeat = redis.register_script(FAST_HEARTBEAT_SCRIPT)
 
@@ -208,35 +217,93 @@ class GroupStore:
     ) -> tuple[T, GroupState]:
         """Run ``operation`` on the group's current state and store what it changed, atomically.
 
-        If the operation raises, nothing is written. Reruns on a concurrent change.
+        If the operation raises, nothing it changed is written. Reruns on a concurrent change.
         """
+
+        async def phased(state: GroupState) -> Finish:
+            result = await operation(state)
+
+            async def finish() -> T:
+                return result
+
+            return finish
+
+        return await self.transact_phased(group_id, phased)
+
+    async def transact_phased(
+        self, group_id: str, operation: PhasedOperation
+    ) -> tuple[Any, GroupState]:
+        """Like :meth:`transact` for a two-phase operation, batched with the group's other
+        operations that are waiting for it (see the module docstring)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        pending = self._pending.setdefault(group_id, [])
+        pending.append((operation, future))
         lock = self._locks.setdefault(group_id, asyncio.Lock())
-        key = self.group_key(group_id)
         async with lock:
-            while True:
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    try:
-                        await pipe.watch(key)
-                        raw = await pipe.hgetall(key)
-                        # Read, not watched: a concurrent fast heartbeat only makes a member
-                        # more alive, and must not abort this transaction.
-                        beats = await self.redis.hgetall(self.beats_key(group_id))
-                        state = self._decode(
-                            group_id,
-                            cast(dict[bytes, bytes], raw),
-                            cast(dict[bytes, bytes], beats),
-                        )
-                        had_members = bool(state.members)
-                        result = await operation(state)
+            if not future.done():
+                batch = list(pending)
+                pending.clear()
+                try:
+                    await self._run_batch(group_id, batch)
+                except BaseException:
+                    # Cancelled or failed before answering: whoever holds the lock next runs
+                    # the unanswered requests.
+                    pending[:0] = [item for item in batch if not item[1].done()]
+                    raise
+        return cast(tuple[Any, GroupState], future.result())
+
+    async def _run_batch(
+        self, group_id: str, batch: list[tuple[PhasedOperation, asyncio.Future[Any]]]
+    ) -> None:
+        key = self.group_key(group_id)
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(key)
+                    raw = await pipe.hgetall(key)
+                    # Read, not watched: a concurrent fast heartbeat only makes a member
+                    # more alive, and must not abort this transaction.
+                    beats = await self.redis.hgetall(self.beats_key(group_id))
+                    state = self._decode(
+                        group_id,
+                        cast(dict[bytes, bytes], raw),
+                        cast(dict[bytes, bytes], beats),
+                    )
+                    had_members = bool(state.members)
+                    outcomes: list[tuple[bool, Any]] = []
+                    finishes: list[tuple[int, Finish]] = []
+                    for i, (operation, _) in enumerate(batch):
+                        created = (state.exists, state.created_ms, state.assignor)
+                        try:
+                            finishes.append((i, await operation(state)))
+                            outcomes.append((True, None))
+                        except Exception as exc:  # that request's own error, e.g. fenced
+                            state.exists, state.created_ms, state.assignor = created
+                            outcomes.append((False, exc))
+                    for i, finish in finishes:
+                        try:
+                            outcomes[i] = (True, await finish())
+                        except Exception as exc:
+                            outcomes[i] = (False, exc)
+                    if any(ok for ok, _ in outcomes):
                         pipe.multi()  # type: ignore[no-untyped-call]  # untyped in redis-py
                         self._write(pipe, state, had_members)
                         wake = state.members_to_wake()
                         if wake:
                             pipe.publish(self.changes_channel, f"{group_id}\n{','.join(wake)}")
                         await pipe.execute()
-                        return result, state
-                    except WatchError:
-                        continue
+                    else:
+                        await pipe.reset()  # type: ignore[no-untyped-call]  # untyped
+                except WatchError:
+                    continue
+            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result((value, state))
+                else:
+                    future.set_exception(value)
+            return
 
     def _write(self, pipe: Any, state: GroupState, had_members: bool) -> None:
         g = state.group_id
