@@ -15,6 +15,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from headwater.groups.errors import COORDINATOR
 from headwater.service import create_service_app
 from services.coordinator.coordinator import Coordinator
+from services.coordinator.lag_gauges import LagGauges
 from services.coordinator.metadata import BrokerMetadata
 from services.coordinator.models import (
     CommitBody,
@@ -84,6 +85,9 @@ def create_app(
             asyncio.create_task(coordinator.run_sweeper(settings.sweep_interval_ms / 1000)),
             asyncio.create_task(changes.listen()),
         ]
+        gauges = LagGauges(coordinator)
+        if settings.lag_metrics_interval_ms > 0:
+            tasks.append(asyncio.create_task(gauges.run(settings.lag_metrics_interval_ms / 1000)))
         try:
             yield
         finally:
@@ -91,6 +95,7 @@ def create_app(
                 task.cancel()
             # Bounded: a task stuck in a Redis read must not hold up shutdown.
             await asyncio.wait(tasks, timeout=2)
+            gauges.clear()
             await metadata.close()
             await redis.aclose()
 

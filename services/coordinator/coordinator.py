@@ -451,8 +451,11 @@ class Coordinator:
             )
         return out
 
-    async def lag(self, group_id: str) -> GroupLag:
-        """Committed offset vs. log end for every partition subscribed to or committed."""
+    async def lag(self, group_id: str, *, fresh: bool = True) -> GroupLag:
+        """Committed offset vs. log end for every partition subscribed to or committed.
+
+        ``fresh=False`` accepts end offsets from the metadata cache (the lag gauges' refresh).
+        """
         self._check_group_id(group_id)
         state = await self.store.load(group_id)
         if not state.exists and not await self.store.exists(group_id):
@@ -462,7 +465,7 @@ class Coordinator:
         topics = sorted(state.subscribed_topics | {t for t, _ in committed})
         rows = []
         for topic in topics:
-            info = await self.metadata.topic(topic, fresh=True)
+            info = await self.metadata.topic(topic, fresh=fresh)
             if info is None:
                 continue
             for partition, end in sorted(info.end.items()):

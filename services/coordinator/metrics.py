@@ -23,3 +23,15 @@ GROUP_MEMBERS = Gauge(
     "Members of a group as last seen by this process",
     ["group"],
 )
+# Lag gauges are refreshed by a background task (services/coordinator/lag_gauges.py), never
+# computed in the scrape. Every coordinator process exports its own copy: dashboards take max().
+CONSUMER_LAG = Gauge(
+    "headwater_coordinator_consumer_lag",
+    "Records between a group's committed offset (or the log beginning) and the log end",
+    ["group", "topic", "partition"],
+)
+GROUP_LAG = Gauge(
+    "headwater_coordinator_group_lag",
+    "Total records a group lags behind the log ends of its partitions",
+    ["group"],
+)

@@ -20,6 +20,8 @@ class CoordinatorSettings(ServiceSettings):
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 3_000
     offsets_retention_ms: int = 604_800_000
+    # How often the lag gauges are recomputed for every group; 0 turns them off.
+    lag_metrics_interval_ms: int = 15_000
     # Not in the contract table: how often each process looks for expired members.
     sweep_interval_ms: int = 500
 
