@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
         for process in reversed(running):
             process.stop()
 
-    # SIGTERM (a container runtime, systemd) stops everything the same way Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a container runtime or systemd stops us the way Ctrl-C does
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         for service in local_services(data_dir, args.port_offset):
             process = ServiceProcess(service.module, service.port, service.env, inherit_output=True)
