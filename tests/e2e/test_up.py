@@ -36,7 +36,10 @@ def _is_free(port: int) -> bool:
     return False
 
 
-def test_up_serves_every_service_then_stops_them_all_on_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_up_serves_every_service_then_stops_them_all(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
     offset = port_offset_with_free_ports()
     registry, broker, coordinator = (f"http://127.0.0.1:{p + offset}" for p in (8081, 8082, 8090))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "REGISTRY_"))}
@@ -98,7 +101,7 @@ def test_up_serves_every_service_then_stops_them_all_on_ctrl_c(tmp_path: Path) -
         assert (tmp_path / "registry.db").exists()
         assert (tmp_path / "broker-0" / f"{topic}-1").is_dir()
 
-        up.send_signal(signal.SIGINT)
+        up.send_signal(stop_signal)
         assert up.wait(timeout=60) == 0
         for url in (registry, broker, coordinator):
             with pytest.raises(httpx.ConnectError):
