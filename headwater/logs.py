@@ -11,11 +11,16 @@ in domain code come out the same way. A line looks like::
 :mod:`headwater.service` sets for the duration of each request), so a log call deep in domain code
 is tied to the request that caused it without passing anything down. Extra fields given with
 ``log.info(..., extra={"topic": t})`` become top-level keys.
+
+On a terminal (``make up`` in the foreground) lines are short and readable instead:
+``21:40:00 INFO  broker  headwater.broker: created topic orders [4f1c...]``.
+``HEADWATER_LOG_FORMAT=json`` or ``console`` overrides the choice.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from contextvars import ContextVar
@@ -68,13 +73,35 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+class ConsoleFormatter(logging.Formatter):
+    """One short line per record for a person at a terminal: time, level, service, logger."""
+
+    def __init__(self, static: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.service = str((static or {}).get("service", ""))
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        line = f"{stamp} {record.levelname:<5} {self.service}  {record.name}: {record.getMessage()}"
+        rid = request_id.get()
+        if rid is not None:
+            line += f" [{rid}]"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
 def configure(level: str = "info", *, stream: IO[str] | None = None, **static: Any) -> None:
-    """Send every logger's records to ``stream`` (stderr) as JSON lines at ``level`` and above.
+    """Send every logger's records to ``stream`` (stderr) at ``level`` and above: JSON lines,
+    or readable lines when ``stream`` is a terminal (``HEADWATER_LOG_FORMAT`` overrides).
 
     Replaces the root logger's handlers, so calling it twice does not duplicate lines.
     """
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JSONFormatter(static))
+    out = stream if stream is not None else sys.stderr
+    handler = logging.StreamHandler(out)
+    choice = os.environ.get("HEADWATER_LOG_FORMAT", "auto").lower()
+    console = choice == "console" or (choice == "auto" and out.isatty())
+    handler.setFormatter(ConsoleFormatter(static) if console else JSONFormatter(static))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -114,3 +114,41 @@ def test_log_lines_inside_a_request_carry_its_id(captured: io.StringIO) -> None:
     assert access[0]["route"] == "/logs-hello"
     assert access[0]["status"] == 200
     assert isinstance(access[0]["duration_ms"], float)
+
+
+class Terminal(io.StringIO):
+    """A text stream that says it is a terminal, as stderr does under `make up`."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def restore_root() -> Iterator[None]:
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in saved_handlers:
+        root.addHandler(handler)
+    root.setLevel(saved_level)
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_a_terminal_gets_readable_lines_and_the_format_can_be_forced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HEADWATER_LOG_FORMAT", raising=False)
+    terminal = Terminal()
+    logs.configure("info", stream=terminal, service="broker")
+    logging.getLogger("headwater.broker").info("created topic %s", "orders")
+    [line] = terminal.getvalue().splitlines()
+    assert line.endswith(" INFO  broker  headwater.broker: created topic orders")
+
+    monkeypatch.setenv("HEADWATER_LOG_FORMAT", "json")
+    forced = Terminal()
+    logs.configure("info", stream=forced, service="broker")
+    logging.getLogger("headwater.broker").info("created topic %s", "orders")
+    [record] = [json.loads(x) for x in forced.getvalue().splitlines()]
+    assert (record["service"], record["message"]) == ("broker", "created topic orders")
