@@ -1,4 +1,4 @@
-"""Fixtures shared by every suite: real Redis and PostgreSQL, isolated per test run."""
+"""Fixtures shared by every suite: real Redis, PostgreSQL and broker processes, isolated per run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import unique
+from tests.support import ServiceProcess, free_port, unique
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -45,3 +45,13 @@ def postgres_url() -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """A real broker process (fsync=never) with its own data directory, one per test module."""
+    data = tmp_path_factory.mktemp("broker")
+    port = free_port()
+    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
+    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
+        yield process

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,6 @@ from headwater.records import partition_for_key
 from tests.support import ROOT, ServiceProcess, free_port, unique
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    data = tmp_path_factory.mktemp("broker")
-    port = free_port()
-    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
-    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
-        yield process
 
 
 def headwater(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,18 +17,9 @@ from headwater.errors import (
 )
 from headwater.records import partition_for_key
 from headwater.types import PartitionId
-from tests.support import ServiceProcess, free_port, unique
+from tests.support import ServiceProcess, unique
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    data = tmp_path_factory.mktemp("broker")
-    port = free_port()
-    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
-    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
-        yield process
 
 
 def _filled_topic(broker: ServiceProcess, count: int, partitions: int = 1) -> str:

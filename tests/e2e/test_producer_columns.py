@@ -3,26 +3,14 @@ headers and timestamps mixed in one batch come back exactly as produced, in orde
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.consumer import ConsumerRecord
 from headwater.types import PartitionId
-from tests.support import ServiceProcess, free_port, unique
+from tests.support import ServiceProcess, unique
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    data = tmp_path_factory.mktemp("broker")
-    port = free_port()
-    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
-    process = ServiceProcess("services.broker", port, env, log_path=data / "broker.log")
-    with process:
-        yield process
 
 
 def _read(url: str, topic: str, count: int) -> list[ConsumerRecord]:

@@ -4,7 +4,6 @@ join and assignment, error codes that change nothing, commits, offsets, reset, l
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,16 +12,7 @@ from fastapi.testclient import TestClient
 from headwater import AdminClient, Producer
 from services.coordinator.app import create_app
 from services.coordinator.settings import CoordinatorSettings
-from tests.support import ServiceProcess, free_port, unique
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    data: Path = tmp_path_factory.mktemp("coordinator-broker")
-    port = free_port()
-    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
-    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
-        yield process
+from tests.support import ServiceProcess, unique
 
 
 @pytest.fixture

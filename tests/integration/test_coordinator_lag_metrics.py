@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,15 +16,6 @@ from headwater import AdminClient, Producer
 from services.coordinator.app import create_app
 from services.coordinator.settings import CoordinatorSettings
 from tests.support import ServiceProcess, free_port, unique
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    data: Path = tmp_path_factory.mktemp("lag-metrics-broker")
-    port = free_port()
-    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
-    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
-        yield process
 
 
 @pytest.fixture
