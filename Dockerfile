@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1.7
 # Headwater images. One image runs every service; pick it with the command:
 #   docker build -t headwater .                      # target "service" (the default, last stage)
-#   docker run headwater python -m services.registry # or services.broker / services.coordinator
+#   docker run headwater python -m headwater_registry # or headwater_broker / headwater_coordinator
 #   docker build --target spark -t headwater-spark . # Java 17 JRE + pyspark for `headwater validate`
 # The base is pinned by tag; pin it by digest too (python@sha256:...) where builds must be
 # reproducible bit for bit.
@@ -21,10 +21,11 @@ RUN apt-get update \
  && python -m venv /opt/headwater
 # Dependencies first, from pyproject alone, so editing source does not reinstall them.
 COPY pyproject.toml README.md ./
-RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["server"]))' \
         > /tmp/requirements.txt \
  && /opt/headwater/bin/pip install -r /tmp/requirements.txt
 COPY headwater ./headwater
+COPY headwater_cli ./headwater_cli
 COPY services ./services
 COPY spark ./spark
 RUN /opt/headwater/bin/pip install --no-deps . \
@@ -68,4 +69,4 @@ EXPOSE 8081 8082 8083 8084 8090
 # same image and check fit every service. /readyz also checks storage and dependencies.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import os, httpx; e = os.environ; port = e.get('REGISTRY_PORT') or e.get('COORDINATOR_PORT') or e.get('BROKER_PORT') or str(8082 + int(e.get('BROKER_ID', '0'))); httpx.get(f'http://127.0.0.1:{port}/readyz', timeout=2.0).raise_for_status()"]
-CMD ["python", "-m", "services.broker"]
+CMD ["python", "-m", "headwater_broker"]

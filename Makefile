@@ -13,11 +13,11 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(CORE_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e ".[server]"
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,spark]'
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $@ $(CORE_STAMP)
 
 install: $(CORE_STAMP)
@@ -36,7 +36,7 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(DEV_STAMP)
-	$(VENV)/bin/mypy headwater services spark tests bench
+	$(VENV)/bin/mypy headwater headwater_cli services/*/headwater_* spark/headwater_spark tests bench
 
 unit: $(DEV_STAMP)
 	$(PY) -m pytest tests/unit
@@ -46,7 +46,7 @@ bench: $(DEV_STAMP)
 
 ## demo: start a broker and a registry, produce valid and broken Avro, run the Spark validation job.
 demo: $(DEV_STAMP)
-	$(PY) -m spark.demo
+	$(PY) -m headwater_spark.demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache data

@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from headwater.client.broker import BrokerClient  # noqa: E402
-from headwater.local_service import ServiceProcess, free_port  # noqa: E402
 from headwater.records import encode_batch, iter_batches  # noqa: E402
 from headwater.types import PartitionId  # noqa: E402
+from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
 
 PARTITIONS = 4
 BATCH_BYTES = 1_000_000  # below the default max.message.bytes (1048588)
@@ -75,7 +75,7 @@ def since(started: float) -> float:
 
 
 class BrokerProcess(ServiceProcess):
-    """``python -m services.broker`` on a free loopback port with a temporary data dir."""
+    """``python -m headwater_broker`` on a free loopback port with a temporary data dir."""
 
     def __init__(self, fsync: str) -> None:
         self.data = tempfile.TemporaryDirectory(prefix="headwater-bench-")
@@ -86,7 +86,7 @@ class BrokerProcess(ServiceProcess):
             "BROKER_FSYNC": fsync,
             "BROKER_LOG_LEVEL": "warning",
         }
-        super().__init__("services.broker", port, env)
+        super().__init__("headwater_broker", port, env)
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)

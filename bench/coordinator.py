@@ -13,7 +13,7 @@ What is measured (loopback only, bounded):
 * **commits** -- ``POST /groups/{g}/offsets`` from concurrent clients: one offset per request,
   and 100 offsets per request (what a consumer with many partitions sends); offsets per second.
 
-The coordinator runs as ``python -m services.coordinator`` with its private redis-server
+The coordinator runs as ``python -m headwater_coordinator`` with its private redis-server
 (append-only file, as ``make up`` runs it) and Kafka's default heartbeat interval (3 s). Members
 long-poll their heartbeats (``wait_ms``), as the SDK does, so they hear of a change when it
 happens, not at their next heartbeat. Run: ``python bench/coordinator.py``.
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from headwater import AdminClient  # noqa: E402
-from headwater.local_service import ServiceProcess, free_port  # noqa: E402
+from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
 
 PARTITIONS = 1000
 MEMBERS = 100
@@ -195,7 +195,7 @@ def main() -> None:
         base = Path(tmp)
         bport, cport = free_port(), free_port()
         broker = ServiceProcess(
-            "services.broker",
+            "headwater_broker",
             bport,
             {
                 "BROKER_PORT": str(bport),
@@ -216,7 +216,7 @@ def main() -> None:
                         f"/topics/{topic}/partitions/{p}", json={"records": [{"value": p}]}
                     ).raise_for_status()
             coordinator = ServiceProcess(
-                "services.coordinator",
+                "headwater_coordinator",
                 cport,
                 {
                     "COORDINATOR_PORT": str(cport),

@@ -44,7 +44,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from headwater.local_service import ServiceProcess, free_port  # noqa: E402
+from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
 
 ID_TARGET_RATE = 5000
 NAMES = {
@@ -453,7 +453,7 @@ def main() -> int:
                 "REGISTRY_DATABASE_URL": database,
                 "REGISTRY_LOG_LEVEL": "warning",
             }
-            proc = ServiceProcess("services.registry", port, env, Path(tmp) / "registry.log")
+            proc = ServiceProcess("headwater_registry", port, env, Path(tmp) / "registry.log")
             proc.start()
             pid = proc.process.pid if proc.process else None
         try:

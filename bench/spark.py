@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from headwater.client.broker import BrokerClient  # noqa: E402
-from headwater.local_service import ServiceProcess, free_port  # noqa: E402
 from headwater.records import encode_batch  # noqa: E402
+from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
 
 ORDER = {
     "type": "record",
@@ -147,8 +147,8 @@ def main() -> int:
     # A SIGTERM (timeout, CI) unwinds through ``finally`` so the services started here stop too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    from spark.job import JobConfig, ValidationJob
-    from spark.session import build_session
+    from headwater_spark.job import JobConfig, ValidationJob
+    from headwater_spark.session import build_session
 
     work = Path(tempfile.mkdtemp(prefix="headwater-bench-spark-"))
     registry_port, broker_port = free_port(), free_port()
@@ -158,7 +158,7 @@ def main() -> int:
     try:
         processes.append(
             ServiceProcess(
-                "services.registry",
+                "headwater_registry",
                 registry_port,
                 {
                     "REGISTRY_PORT": str(registry_port),
@@ -170,7 +170,7 @@ def main() -> int:
         )
         processes.append(
             ServiceProcess(
-                "services.broker",
+                "headwater_broker",
                 broker_port,
                 {
                     "BROKER_PORT": str(broker_port),

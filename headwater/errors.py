@@ -2,9 +2,9 @@
 
 Every error that crosses HTTP is the JSON body ``{"error_code": int, "message": str}`` with an HTTP
 status. Domain code raises a subclass of :class:`HeadwaterError`; each service installs one handler
-(``headwater.service.install_error_handlers``) that turns it into that body. Clients turn the body
-back into the same class with :meth:`ErrorFamily.for_code`, so an error survives the trip over the
-wire with its type.
+(``headwater_kernel.service.install_error_handlers``) that turns it into that body. Clients turn
+the body back into the same class with :meth:`ErrorFamily.for_code`, so an error survives the trip
+over the wire with its type.
 
 The five-digit codes follow Confluent's convention (first three digits are the HTTP status). A code
 means one thing within a *family* -- the service that speaks it -- so the registry's 40401

@@ -4,7 +4,7 @@
 #   spark/submit.sh [spark-submit options] -- TOPIC [validate.py options]
 #
 # Sets JAVA_HOME (from the java on PATH) and PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON (the venv's
-# python) unless already set, and ships headwater/ and spark/ to the executors as a zip
+# python) unless already set, and ships headwater/ and headwater_spark/ to the executors as a zip
 # (--py-files), so only the third-party packages must exist where executors run.
 set -euo pipefail
 
@@ -36,10 +36,10 @@ from pathlib import Path
 
 root, target = Path(sys.argv[1]), sys.argv[2]
 with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-    for package in ("headwater", "spark"):
-        for path in sorted((root / package).rglob("*.py")):
-            archive.write(path, path.relative_to(root))
+    for base in (root, root / "spark"):
+        for path in sorted(base.glob("headwater/**/*.py")) + sorted(base.glob("headwater_spark/**/*.py")):
+            archive.write(path, path.relative_to(base))
 EOF
 
 exec "$VENV/bin/spark-submit" --py-files "$WORK/headwater-src.zip" \
-    ${SUBMIT_ARGS[@]+"${SUBMIT_ARGS[@]}"} "$ROOT/spark/validate.py" "$@"
+    ${SUBMIT_ARGS[@]+"${SUBMIT_ARGS[@]}"} "$ROOT/spark/headwater_spark/validate.py" "$@"

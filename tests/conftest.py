@@ -53,5 +53,5 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]
     data = tmp_path_factory.mktemp("broker")
     port = free_port()
     env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(data), "BROKER_FSYNC": "never"}
-    with ServiceProcess("services.broker", port, env, log_path=data / "broker.log") as process:
+    with ServiceProcess("headwater_broker", port, env, log_path=data / "broker.log") as process:
         yield process

@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from headwater.local_service import ServiceProcess as _ServiceProcess
-from headwater.local_service import free_port
+from headwater_kernel.local_service import ServiceProcess as _ServiceProcess
+from headwater_kernel.local_service import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,7 +20,7 @@ def unique(prefix: str) -> str:
 
 
 class ServiceProcess(_ServiceProcess):
-    """A service process run from the repository root (see ``headwater.local_service``)."""
+    """A service process run from the repository root (see ``headwater_kernel.local_service``)."""
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from headwater.cli import build_parser
+from headwater_cli import build_parser
 from tests import conftest
 from tests.support import ROOT
 

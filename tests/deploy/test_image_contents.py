@@ -51,6 +51,7 @@ def test_build_stage_copies_the_package_sources() -> None:
         "pyproject.toml",
         "README.md",
         "headwater",
+        "headwater_cli",
         "services",
         "spark",
     ]
@@ -66,7 +67,8 @@ def test_dependency_step_lists_pyproject_dependencies(context: Path) -> None:
         check=True,
         timeout=30,
     )
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + project["optional-dependencies"]["server"]
     assert result.stdout.splitlines() == declared
 
 
@@ -83,13 +85,17 @@ def test_wheel_from_the_copied_sources_holds_every_module(context: Path, tmp_pat
     assert result.returncode == 0, result.stderr[-2000:]
     [wheel] = tmp_path.glob("headwater-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
+    # A wheel puts each import root at its top: services/broker/headwater_broker/x.py is
+    # headwater_broker/x.py.
+    roots = [context, *(context / "services").iterdir(), context / "spark"]
     sources = {
-        str(path.relative_to(context))
-        for package in ("headwater", "services", "spark")
-        for path in (context / package).rglob("*.py")
+        str(path.relative_to(root))
+        for root in roots
+        for package in root.glob("headwater*")
+        for path in package.rglob("*.py")
     }
     assert sources
     assert sources - names == set()
-    for module in ("services.broker", "services.registry", "services.coordinator"):
+    for module in ("headwater_broker", "headwater_registry", "headwater_coordinator"):
         assert f"{module.replace('.', '/')}/__main__.py" in names
-    assert "spark/validate.py" in names
+    assert "headwater_spark/validate.py" in names

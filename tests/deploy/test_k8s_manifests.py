@@ -24,8 +24,8 @@ import pytest
 import yaml
 from fastapi import FastAPI
 
-from headwater.cli import build_parser
-from headwater.service import ServiceSettings
+from headwater_cli import build_parser
+from headwater_kernel.service import ServiceSettings
 from tests.deploy import compose
 from tests.deploy.kustomization import Object, pod_template, render
 from tests.support import ROOT
@@ -68,8 +68,8 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 def component(container: Object) -> str | None:
     """Which Headwater service a container runs, from its command (None for Redis/PostgreSQL)."""
     command = container.get("command", [])
-    if command[:2] == ["python", "-m"] and command[2].startswith("services."):
-        return str(command[2].removeprefix("services."))
+    if command[:2] == ["python", "-m"] and command[2].startswith("headwater_"):
+        return str(command[2].removeprefix("headwater_"))
     if command[:2] == ["headwater", "validate"]:
         return "validate"
     return None
@@ -99,7 +99,7 @@ def secret_keys(objects: list[Object], name: str) -> set[str]:
 
 
 def settings_class(service: str) -> type[ServiceSettings]:
-    module = importlib.import_module(f"services.{service}.settings")
+    module = importlib.import_module(f"headwater_{service}.settings")
     [cls] = [
         c
         for _, c in inspect.getmembers(module, inspect.isclass)
@@ -356,7 +356,7 @@ def test_validate_command_parses_with_the_real_cli_and_writes_to_its_volume() ->
 
 
 def test_validate_env_names_are_read_by_the_spark_job() -> None:
-    source = (ROOT / "spark" / "validate.py").read_text()
+    source = (ROOT / "spark" / "headwater_spark" / "validate.py").read_text()
     for name in VALIDATE_ENV:
         assert name in source
 
@@ -400,7 +400,7 @@ def test_app_containers_probe_and_scrape_their_own_port() -> None:
 
 def app_paths(service: str, tmp_path: Path, redis_url: str, redis_prefix: str) -> set[str]:
     """The route paths of the real app, built with create_app on throwaway storage."""
-    module = importlib.import_module(f"services.{service}.app")
+    module = importlib.import_module(f"headwater_{service}.app")
     cls = settings_class(service)
     values = {
         "data_dir": str(tmp_path / service),

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from headwater.producer import Producer
-from spark.session import build_session
+from headwater_spark.session import build_session
 from tests.support import ServiceProcess, free_port, unique
 
 
@@ -83,7 +83,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     root = tmp_path_factory.mktemp("platform")
     broker_port, registry_port = free_port(), free_port()
     broker = ServiceProcess(
-        "services.broker",
+        "headwater_broker",
         broker_port,
         {
             "BROKER_PORT": str(broker_port),
@@ -94,7 +94,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         log_path=root / "broker.log",
     )
     registry = ServiceProcess(
-        "services.registry",
+        "headwater_registry",
         registry_port,
         {
             "REGISTRY_PORT": str(registry_port),

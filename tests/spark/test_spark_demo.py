@@ -16,7 +16,7 @@ pytestmark = pytest.mark.spark
 
 def test_demo_reports_every_kind_of_broken_record_and_stops_what_it_started() -> None:
     demo = subprocess.run(
-        [sys.executable, "-m", "spark.demo"],
+        [sys.executable, "-m", "headwater_spark.demo"],
         cwd=ROOT,
         capture_output=True,
         text=True,

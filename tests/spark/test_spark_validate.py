@@ -12,8 +12,8 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.job import JobConfig, ValidationJob
-from spark.validate import main as validate_main
+from headwater_spark.job import JobConfig, ValidationJob
+from headwater_spark.validate import main as validate_main
 from tests.spark.conftest import Platform, avro_frame
 
 pytestmark = pytest.mark.spark

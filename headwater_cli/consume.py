@@ -1,0 +1,134 @@
+"""``headwater consume TOPIC``: print a topic's records to stdout, one value per line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import httpx
+
+from headwater.admin import AdminClient
+from headwater.consumer import Consumer, ConsumerRecord
+from headwater.errors import HeadwaterError
+from headwater.topic_partition import TopicPartition
+from headwater.types import PartitionId
+from headwater_cli.groups import add_coordinator_argument
+from headwater_cli.produce import PROGRESS_INTERVAL
+from headwater_cli.topics import add_bootstrap_argument, run_reporting_errors
+
+
+def make_consumer(args: argparse.Namespace) -> Consumer:
+    """The consumer for ``args``: assigned partitions, starting where the flags say.
+
+    Hook for consumer groups: a ``--group`` option builds a group consumer here (``group.id``
+    in the config, ``subscribe([topic])`` instead of ``assign``) and skips the explicit seeks.
+    """
+    config: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "max.poll.records": 5000,
+    }
+    if args.group:
+        # Group mode: the coordinator assigns partitions; each printed batch is committed
+        # right after it is written (at least once: a crash re-prints, never skips).
+        if args.partition is not None or args.offset is not None:
+            raise ValueError("--group cannot be combined with --partition or --offset")
+        config |= {"group.id": args.group, "coordinator.url": args.coordinator}
+        config["enable.auto.commit"] = False
+        consumer = Consumer(config)
+        consumer.subscribe([args.topic])
+        return consumer
+    if args.partition is not None:
+        partitions = [args.partition]
+    else:
+        with AdminClient({"bootstrap.servers": args.bootstrap_server}) as admin:
+            partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
+    consumer = Consumer(config)
+    assignment = [TopicPartition(args.topic, PartitionId(p)) for p in partitions]
+    consumer.assign(assignment)
+    if args.offset is not None:
+        for tp in assignment:
+            consumer.seek(tp, args.offset)
+    return consumer
+
+
+def commit_after_output(consumer: Consumer) -> None:
+    """Commit what was printed; a member that lost its partitions just goes on (at least once)."""
+    try:
+        consumer.commit()
+    except (HeadwaterError, httpx.TransportError) as exc:
+        print(f"headwater consume: commit failed ({exc}); continuing", file=sys.stderr)
+
+
+def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:
+    parts = []
+    if args.print_offset:
+        parts.append(f"{record.partition}:{record.offset}".encode())
+    if args.print_key:
+        parts.append(b"null" if record.key is None else record.key)
+    parts.append(b"null" if record.value is None else record.value)
+    separator: str = args.separator
+    return separator.encode().join(parts) + b"\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    def body() -> int:
+        out = sys.stdout.buffer
+        count = 0
+        started = last_report = time.monotonic()
+        idle_deadline = None if args.timeout is None else started + args.timeout
+        with make_consumer(args) as consumer:
+            while args.max_messages is None or count < args.max_messages:
+                wait = 1.0
+                if idle_deadline is not None:
+                    wait = idle_deadline - time.monotonic()
+                    if wait <= 0:
+                        break
+                records = consumer.poll(min(wait, 1.0))
+                if args.max_messages is not None:
+                    records = records[: args.max_messages - count]
+                for record in records:
+                    out.write(_format(record, args))
+                if records:
+                    out.flush()
+                    if args.group:
+                        commit_after_output(consumer)
+                    count += len(records)
+                    now = time.monotonic()
+                    if args.timeout is not None:
+                        idle_deadline = now + args.timeout
+                    if now - last_report >= PROGRESS_INTERVAL:
+                        # Progress goes to stderr so stdout stays pure records for pipes.
+                        rate = count / (now - started)
+                        print(f"... {count} records ({rate:,.0f}/s)", file=sys.stderr)
+                        last_report = now
+        print(f"Processed a total of {count} messages", file=sys.stderr)
+        return 0
+
+    try:
+        return run_reporting_errors("consume", body)
+    except KeyboardInterrupt:
+        return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("consume", help="print a topic's records to stdout")
+    parser.add_argument("topic")
+    parser.add_argument(
+        "--from-beginning", action="store_true", help="start at the log start, not the end"
+    )
+    parser.add_argument("--partition", type=int, help="read only this partition")
+    parser.add_argument("--offset", type=int, help="start every read partition at this offset")
+    parser.add_argument("--max-messages", type=int, help="exit after this many records")
+    parser.add_argument(
+        "--timeout", type=float, help="exit after this many seconds without a record"
+    )
+    parser.add_argument("--print-key", action="store_true", help="print KEY<sep>VALUE")
+    parser.add_argument("--print-offset", action="store_true", help="prefix PARTITION:OFFSET<sep>")
+    parser.add_argument("--separator", default="\t", help="field separator (default tab)")
+    add_bootstrap_argument(parser)
+    parser.add_argument("--group", help="consume as a member of this consumer group")
+    add_coordinator_argument(parser)
+    parser.set_defaults(func=run)

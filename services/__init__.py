@@ -1,1 +1,0 @@
-"""Headwater services: broker, registry and coordinator, each its own process."""

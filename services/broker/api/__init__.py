@@ -1,1 +1,0 @@
-"""The broker's HTTP routes: thin FastAPI handlers over :class:`services.broker.broker.Broker`."""

@@ -1,0 +1,113 @@
+"""The fetch route: stored batches as raw bytes, or decoded records as REST Proxy v2 JSON."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query, Request, Response
+
+from headwater.records.batch import Record
+from headwater_broker.api import models
+from headwater_broker.api.deps import BrokerDep
+from headwater_broker.api.media import (
+    BATCHES,
+    JSON,
+    KAFKA_BINARY,
+    KAFKA_JSON,
+    negotiate,
+)
+from headwater_kernel.service import JSONBody
+
+router = APIRouter(
+    default_response_class=JSONBody,
+    tags=["fetch"],
+    responses=models.error_responses(400, 404, 406, 416, 422),
+)
+
+_JSON_TYPES = (JSON, KAFKA_JSON, KAFKA_BINARY)
+_OFFERED = (*_JSON_TYPES, BATCHES)
+_RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/FetchedRecord"}}
+
+
+def _json_value(data: bytes | None) -> Any:
+    """Embedded json format: the JSON value, or the text itself for bytes that are not JSON."""
+    if data is None:
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace")
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def render_records(topic: str, partition: int, records: list[Record], binary: bool) -> list[Any]:
+    """REST Proxy v2 consumer records; binary = base64 keys, values and header values."""
+    value = _b64 if binary else _json_value
+    header = _b64 if binary else (lambda v: None if v is None else v.decode("utf-8", "replace"))
+    return [
+        {
+            "topic": topic,
+            "key": value(r.key),
+            "value": value(r.value),
+            "partition": partition,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "headers": [{"key": k, "value": header(v)} for k, v in r.headers],
+        }
+        for r in records
+    ]
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/records",
+    response_model=list[models.FetchedRecord],
+    responses={
+        200: {
+            "description": "Records (JSON types) or raw stored batches (batches type)",
+            "content": {
+                **{media: {"schema": _RECORDS_SCHEMA} for media in _JSON_TYPES},
+                BATCHES: {"schema": {"type": "string", "format": "binary"}},
+            },
+            "headers": {
+                "Headwater-High-Watermark": {"schema": {"type": "integer"}},
+                "Headwater-Log-Start-Offset": {"schema": {"type": "integer"}},
+                "Headwater-Next-Offset": {"schema": {"type": "integer"}},
+            },
+        }
+    },
+    summary="Fetch from an offset; at the end, long-poll up to max_wait_ms (41601 out of range)",
+)
+async def fetch(
+    topic: str,
+    partition: int,
+    request: Request,
+    broker: BrokerDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    max_bytes: Annotated[int, Query(ge=1)] = 1_048_576,
+    max_wait_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
+    max_records: Annotated[int | None, Query(ge=1)] = None,
+) -> Response:
+    media = negotiate(request.headers.get("accept"), _OFFERED)
+    if media == BATCHES:
+        data = await broker.fetch(topic, partition, offset, max_bytes, max_wait_ms)
+        bounds = (data.high_watermark, data.log_start_offset, data.next_offset)
+        return Response(data.data, media_type=BATCHES, headers=_bound_headers(*bounds))
+    fetched = await broker.fetch_records(
+        topic, partition, offset, max_bytes, max_wait_ms, max_records
+    )
+    body = render_records(topic, partition, fetched.records, media == KAFKA_BINARY)
+    bounds = (fetched.high_watermark, fetched.log_start_offset, fetched.next_offset)
+    return JSONBody(body, media_type=media, headers=_bound_headers(*bounds))
+
+
+def _bound_headers(high_watermark: int, log_start: int, next_offset: int) -> dict[str, str]:
+    return {
+        "Headwater-High-Watermark": str(high_watermark),
+        "Headwater-Log-Start-Offset": str(log_start),
+        "Headwater-Next-Offset": str(next_offset),
+    }

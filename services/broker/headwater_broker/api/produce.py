@@ -1,0 +1,126 @@
+"""Produce routes: REST Proxy v2 records, the raw batch fast path, idempotent producer ids."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+
+from headwater.errors import InvalidRequestError
+from headwater_broker.api import models
+from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
+from headwater_broker.api.media import (
+    BATCH_TYPES,
+    BATCHES,
+    EMBEDDED_FORMATS,
+    accept_json,
+    read_body,
+    require_content_type,
+)
+from headwater_broker.broker import Broker
+from headwater_kernel.service import JSONBody
+
+router = APIRouter(
+    default_response_class=JSONBody,
+    tags=["produce"],
+    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
+)
+
+_ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+
+_RECORDS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            media: {"schema": models.ProduceRequest.model_json_schema(ref_template="{model}")}
+            for media in EMBEDDED_FORMATS
+        },
+    }
+}
+_BATCHES_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "One or more Kafka RecordBatch v2 (magic 2), concatenated; any codec",
+        "content": {m: {"schema": {"type": "string", "format": "binary"}} for m in BATCH_TYPES},
+    }
+}
+
+
+async def _produce(request: Request, broker: Broker, topic: str, partition: int | None) -> Response:
+    fmt = EMBEDDED_FORMATS[require_content_type(request, tuple(EMBEDDED_FORMATS))]
+    media = accept_json(request)
+    body = await read_body(request, broker.settings.max_request_bytes)
+    offsets = await broker.produce(topic, partition, bytes(body), fmt)
+    answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
+    content = {"offsets": answer, "key_schema_id": None, "value_schema_id": None}
+    return JSONBody(content, media_type=media)
+
+
+@router.post(
+    "/topics/{topic}",
+    response_model=models.ProduceResponse,
+    openapi_extra=_RECORDS_BODY,
+    summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky",
+)
+async def produce(topic: str, request: Request, broker: BrokerDep) -> Response:
+    return await _produce(request, broker, topic, None)
+
+
+@router.post(
+    "/topics/{topic}/partitions/{partition}",
+    response_model=models.ProduceResponse,
+    openapi_extra=_RECORDS_BODY,
+    summary="Produce records to one partition (REST Proxy v2)",
+)
+async def produce_to_partition(
+    topic: str, partition: int, request: Request, broker: BrokerDep
+) -> Response:
+    return await _produce(request, broker, topic, partition)
+
+
+@router.post(
+    "/topics/{topic}/partitions/{partition}/batches",
+    response_model=models.BatchesResponse,
+    openapi_extra=_BATCHES_BODY,
+    responses={204: {"description": "acks=0: appended, no body"}},
+    summary="Append raw RecordBatch v2 bytes (the fast path); offsets assigned by the broker",
+)
+async def append_batches(
+    topic: str,
+    partition: int,
+    request: Request,
+    broker: BrokerDep,
+    acks: Annotated[str | None, Query(description="0, 1, all or -1 (default 1)")] = None,
+    acks_header: Annotated[str | None, Header(alias="Acks")] = None,
+) -> Response:
+    require_content_type(request, BATCH_TYPES)
+    level = acks if acks is not None else acks_header if acks_header is not None else "1"
+    if level not in _ACKS:
+        raise InvalidRequestError(f"acks must be 0, 1, all or -1, got {level!r}")
+    media = accept_json(request) if _ACKS[level] else BATCHES
+    body = await read_body(request, broker.settings.max_request_bytes)
+    results = await broker.append_batches(topic, partition, body)
+    if _ACKS[level] == 0:
+        return Response(status_code=204)
+    batches = [
+        {
+            "base_offset": r.base_offset,
+            "last_offset": r.last_offset,
+            "log_append_time": r.log_append_time,
+            "duplicate": r.duplicate,
+        }
+        for r in results
+    ]
+    return JSONBody({"batches": batches}, media_type=media)
+
+
+@router.post(
+    "/producers",
+    response_model=models.ProducerIdentity,
+    dependencies=[JSONBodyDep, JSONAnswerDep],
+    tags=["producers"],
+    summary="Get an idempotent producer id (epoch 0), or bump an id's epoch to fence old ones",
+)
+async def init_producer(body: models.InitProducer, broker: BrokerDep) -> models.ProducerIdentity:
+    producer_id, epoch = broker.init_producer(body.producer_id, body.producer_epoch)
+    return models.ProducerIdentity(producer_id=producer_id, producer_epoch=epoch)

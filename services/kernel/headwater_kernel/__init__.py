@@ -1,0 +1,1 @@
+"""The server kernel every service shares: app factory, errors, health, metrics, logs, settings."""

@@ -1,0 +1,253 @@
+"""Broker topic admin over HTTP (ASGI transport, real log storage in tmp_path)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from headwater_broker.app import create_app
+from headwater_broker.settings import BrokerSettings
+from tests.support import unique
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def broker(data_dir: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(BrokerSettings(data_dir=str(data_dir), **settings))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
+            yield client
+
+
+DEFAULT_CONFIGS = {
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": "1073741824",
+    "segment.ms": "604800000",
+    "max.message.bytes": "1048588",
+    "segment.index.bytes": "10485760",
+    "index.interval.bytes": "4096",
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
+}
+
+
+def partition_body(p: int, beginning: int = 0, end: int = 0) -> dict[str, Any]:
+    return {
+        "partition": p,
+        "leader": 0,
+        "replicas": [{"broker": 0, "leader": True, "in_sync": True}],
+        "beginning_offset": beginning,
+        "end_offset": end,
+    }
+
+
+async def test_create_describe_list_delete(tmp_path: Path) -> None:
+    name = unique("orders")
+    async with broker(tmp_path) as client:
+        created = await client.post(
+            "/topics", json={"name": name, "partitions": 2, "configs": {"retention.ms": 3600000}}
+        )
+        assert created.status_code == 201
+        expected = {
+            "name": name,
+            "partitions": [partition_body(0), partition_body(1)],
+            "configs": {**DEFAULT_CONFIGS, "retention.ms": "3600000"},
+        }
+        assert created.json() == expected
+        assert (await client.get(f"/topics/{name}")).json() == expected
+        await client.post("/topics", json={"name": "a-first"})
+        assert (await client.get("/topics")).json() == ["a-first", name]
+        assert (await client.get(f"/topics/{name}/partitions")).json() == [
+            {k: v for k, v in partition_body(p).items() if not k.endswith("_offset")}
+            for p in (0, 1)
+        ]
+        assert (await client.get(f"/topics/{name}/partitions/1")).json() == partition_body(1)
+        deleted = await client.delete(f"/topics/{name}")
+        assert (deleted.status_code, deleted.content) == (204, b"")
+        gone = await client.get(f"/topics/{name}")
+        assert (gone.status_code, gone.json()) == (
+            404,
+            {"error_code": 40401, "message": f"Topic '{name}' not found"},
+        )
+        assert (await client.get("/topics")).json() == ["a-first"]
+        assert not list(tmp_path.glob(f"{name}-*"))
+
+
+async def test_topics_and_configs_survive_a_restart(tmp_path: Path) -> None:
+    name = unique("durable")
+    async with broker(tmp_path) as client:
+        await client.post(
+            "/topics", json={"name": name, "partitions": 3, "configs": {"segment.bytes": "4096"}}
+        )
+        await client.post(f"/topics/{name}/partitions", json={"count": 4})
+    async with broker(tmp_path) as client:
+        body = (await client.get(f"/topics/{name}")).json()
+        assert [p["partition"] for p in body["partitions"]] == [0, 1, 2, 3]
+        assert body["configs"]["segment.bytes"] == "4096"
+
+
+async def test_default_partitions_setting(tmp_path: Path) -> None:
+    async with broker(tmp_path, default_partitions=3) as client:
+        body = (await client.post("/topics", json={"name": unique("d")})).json()
+        assert len(body["partitions"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("request_body", "status", "code", "message"),
+    [
+        ({"name": "bad/name"}, 422, 42201, None),
+        ({"name": ".."}, 422, 42201, "Topic name cannot be '..'"),
+        (
+            {"name": "ok", "configs": {"retention.ms": "x"}},
+            422,
+            42202,
+            "Invalid value 'x' for config 'retention.ms': expected an integer",
+        ),
+        ({"name": "ok", "configs": {"nope": "1"}}, 422, 42202, None),
+        (
+            {"name": "ok", "partitions": 0},
+            422,
+            42203,
+            "Number of partitions must be between 1 and 10000, got 0",
+        ),
+        ({"name": "ok", "replication_factor": 3}, 422, 42204, None),
+        ({"partitions": 1}, 422, 42200, None),
+    ],
+)
+async def test_invalid_create_requests(
+    tmp_path: Path, request_body: dict[str, Any], status: int, code: int, message: str | None
+) -> None:
+    async with broker(tmp_path) as client:
+        response = await client.post("/topics", json=request_body)
+        assert (response.status_code, response.json()["error_code"]) == (status, code)
+        if message is not None:
+            assert response.json()["message"] == message
+        assert (await client.get("/topics")).json() == []
+        assert not list(tmp_path.glob("ok-*"))
+
+
+async def test_duplicate_topic_is_40901(tmp_path: Path) -> None:
+    name = unique("dup")
+    async with broker(tmp_path) as client:
+        await client.post("/topics", json={"name": name, "partitions": 1})
+        again = await client.post("/topics", json={"name": name, "partitions": 5})
+        assert (again.status_code, again.json()) == (
+            409,
+            {"error_code": 40901, "message": f"Topic '{name}' already exists"},
+        )
+        assert len((await client.get(f"/topics/{name}")).json()["partitions"]) == 1
+
+
+async def test_partitions_only_grow(tmp_path: Path) -> None:
+    name = unique("grow")
+    async with broker(tmp_path) as client:
+        await client.post("/topics", json={"name": name, "partitions": 2})
+        grown = await client.post(f"/topics/{name}/partitions", json={"count": 3})
+        assert [p["partition"] for p in grown.json()["partitions"]] == [0, 1, 2]
+        shrink = await client.post(f"/topics/{name}/partitions", json={"count": 3})
+        assert (shrink.status_code, shrink.json()) == (
+            422,
+            {
+                "error_code": 42203,
+                "message": f"Topic '{name}' has 3 partition(s); the new count must be larger, "
+                "got 3",
+            },
+        )
+        missing = await client.get(f"/topics/{name}/partitions/3")
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 40402)
+        offsets = await client.get(f"/topics/{name}/partitions/2/offsets")
+        assert offsets.json() == {"beginning_offset": 0, "end_offset": 0}
+
+
+async def test_bad_media_and_json(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        text = await client.post(
+            "/topics", content=b'{"name": "x"}', headers={"content-type": "text/plain"}
+        )
+        assert (text.status_code, text.json()["error_code"]) == (415, 41501)
+        broken = await client.post(
+            "/topics", content=b'{"name": ', headers={"content-type": "application/json"}
+        )
+        assert (broken.status_code, broken.json()) == (
+            400,
+            {"error_code": 40002, "message": "Malformed JSON in request body"},
+        )
+        assert (await client.get("/topics")).json() == []
+
+
+async def test_request_size_limit_applies_to_admin_bodies(tmp_path: Path) -> None:
+    async with broker(tmp_path, max_request_bytes=100) as client:
+        big = await client.post("/topics", json={"name": "x", "configs": {}, "pad": "y" * 200})
+        assert (big.status_code, big.json()["error_code"]) == (413, 41301)
+        assert (await client.get("/topics")).json() == []
+
+
+async def test_recreated_topic_starts_at_offset_zero(tmp_path: Path) -> None:
+    name = unique("again")
+    async with broker(tmp_path) as client:
+        await client.post("/topics", json={"name": name})
+        produced = await client.post(
+            f"/topics/{name}", json={"records": [{"value": 1}, {"value": 2}]}
+        )
+        assert [o["offset"] for o in produced.json()["offsets"]] == [0, 1]
+        await client.delete(f"/topics/{name}")
+        await client.post("/topics", json={"name": name})
+        offsets = await client.get(f"/topics/{name}/partitions/0/offsets")
+        assert offsets.json() == {"beginning_offset": 0, "end_offset": 0}
+
+
+async def test_health_and_openapi(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        ready = await client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "ready"
+        spec = (await client.get("/openapi.json")).json()
+        batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
+        assert set(batches["requestBody"]["content"]) == {
+            "application/vnd.headwater.batches",
+            "application/octet-stream",
+        }
+        produce = spec["paths"]["/topics/{topic}"]["post"]
+        assert "application/vnd.kafka.binary.v2+json" in produce["requestBody"]["content"]
+
+
+async def test_openapi_documents_response_models_and_errors(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        spec = (await client.get("/openapi.json")).json()
+        create = spec["paths"]["/topics"]["post"]["responses"]
+        assert create["201"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/TopicDescription"
+        }
+        assert create["409"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorBody"
+        }
+        fetch = spec["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]
+        assert set(fetch["responses"]["200"]["content"]) == {
+            "application/json",
+            "application/vnd.kafka.json.v2+json",
+            "application/vnd.kafka.binary.v2+json",
+            "application/vnd.headwater.batches",
+        }
+        assert "416" in fetch["responses"]
+
+
+async def test_json_answers_respect_accept(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        refused = await client.get("/topics", headers={"accept": "text/html"})
+        assert (refused.status_code, refused.json()["error_code"]) == (406, 40601)
+        fine = await client.get("/topics", headers={"accept": "text/html, */*;q=0.1"})
+        assert (fine.status_code, fine.json()) == (200, [])

@@ -1,0 +1,142 @@
+"""Batched group transactions in real Redis: requests queued behind a group's lock run as one
+transaction (one epoch, one assignor run) and each still gets its own answer or error."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from headwater.groups.errors import FencedMemberEpochError, UnknownMemberError
+from headwater.types import MemberEpoch, PartitionId
+from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult, Member
+from headwater_coordinator.store import Finish
+from tests.integration.coordinator.driver import StoreDriver, assert_no_double_owner
+from tests.support import unique
+
+T0 = 1_000_000
+
+
+@pytest.fixture
+def driver(redis_prefix: str) -> Iterator[StoreDriver]:
+    d = StoreDriver(redis_prefix)
+    yield d
+    d.close()
+
+
+def request(member_id: str | None, epoch: int, topics: set[str] | None = None) -> HeartbeatRequest:
+    return HeartbeatRequest(
+        member_id=member_id,
+        member_epoch=MemberEpoch(epoch),
+        instance_id=None,
+        topics=frozenset(topics) if topics is not None else None,
+        owned=set() if epoch > 0 else None,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=60_000,
+        assignor=None,
+    )
+
+
+async def heartbeat(driver: StoreDriver, group: str, req: HeartbeatRequest) -> HeartbeatResult:
+    """One heartbeat in two phases, as Coordinator does it."""
+
+    async def operation(state: GroupState) -> Finish:
+        admitted = state.admit(req, T0)
+
+        async def finish() -> HeartbeatResult:
+            if isinstance(admitted, Member):
+                return state.settle(admitted, req, T0, driver.sizes)
+            state.after_leave(admitted, T0, driver.sizes)
+            return admitted
+
+        return finish
+
+    result, _ = await driver.store.transact_phased(group, operation)
+    assert isinstance(result, HeartbeatResult)
+    return result
+
+
+def test_a_burst_of_joins_shares_one_epoch_and_one_target(driver: StoreDriver) -> None:
+    group, topic = unique("g"), unique("t")
+    driver.sizes = {topic: 40}
+
+    async def burst() -> list[HeartbeatResult]:
+        return await asyncio.gather(
+            *(heartbeat(driver, group, request(None, 0, {topic})) for _ in range(20))
+        )
+
+    results = driver.loop.run_until_complete(burst())
+    state = driver.load(group)
+    # The first join found the lock free and ran alone; the other 19 queued and ran together.
+    assert state.epoch == 2
+    assert state.assignment_epoch == 2
+    assert len(state.members) == 20
+    assert_no_double_owner(state)
+    targets = [state.members[r.member_id].target for r in results]
+    assert sorted(len(t) for t in targets) == [2] * 20
+    assert set().union(*targets) == {(topic, PartitionId(p)) for p in range(40)}
+    first = results[0]
+    # The first joiner was given all 40 partitions; it keeps them until its next heartbeat
+    # revokes 38, so the others get none yet (never a second owner).
+    assert len(first.assignment) == 40
+    assert state.members[first.member_id].assigned == first.assignment
+    for r in results[1:]:
+        assert r.member_epoch == 2
+        assert r.assignment == set()
+
+
+def test_errors_in_a_batch_are_each_requests_own(driver: StoreDriver) -> None:
+    group, topic = unique("g"), unique("t")
+    driver.sizes = {topic: 6}
+    a = driver.heartbeat(group, now=T0, epoch=0, topics={topic})
+    b = driver.heartbeat(group, now=T0, epoch=0, topics={topic})
+    before = driver.load(group)
+
+    async def burst() -> list[HeartbeatResult | BaseException]:
+        lock = driver.store._locks[group]
+        async with lock:  # hold the group so the next three queue into one batch
+            tasks = [
+                asyncio.ensure_future(heartbeat(driver, group, request(a.member_id, 99))),
+                asyncio.ensure_future(heartbeat(driver, group, request(b.member_id, -1))),
+                asyncio.ensure_future(
+                    heartbeat(driver, group, request(b.member_id, b.member_epoch))
+                ),
+            ]
+            await asyncio.sleep(0.01)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    fenced, left, after_leave = driver.loop.run_until_complete(burst())
+    assert isinstance(fenced, FencedMemberEpochError)
+    assert isinstance(left, HeartbeatResult)
+    assert left.member_epoch == -1
+    # Admitted after b left in the same batch: b is no longer a member.
+    assert isinstance(after_leave, UnknownMemberError)
+    state = driver.load(group)
+    assert set(state.members) == {a.member_id}
+    assert state.epoch == before.epoch + 1
+    assert state.members[a.member_id].target == {(topic, PartitionId(p)) for p in range(6)}
+    assert_no_double_owner(state)
+
+
+def test_a_batch_of_only_errors_writes_nothing(driver: StoreDriver) -> None:
+    group, topic = unique("g"), unique("t")
+    driver.sizes = {topic: 4}
+    a = driver.heartbeat(group, now=T0, epoch=0, topics={topic})
+    raw_before = driver.loop.run_until_complete(driver.redis.hgetall(driver.store.group_key(group)))
+
+    async def burst() -> list[HeartbeatResult | BaseException]:
+        lock = driver.store._locks[group]
+        async with lock:
+            tasks = [
+                asyncio.ensure_future(heartbeat(driver, group, request(a.member_id, 7))),
+                asyncio.ensure_future(heartbeat(driver, group, request("nobody", 1))),
+            ]
+            await asyncio.sleep(0.01)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    fenced, unknown = driver.loop.run_until_complete(burst())
+    assert isinstance(fenced, FencedMemberEpochError)
+    assert isinstance(unknown, UnknownMemberError)
+    raw_after = driver.loop.run_until_complete(driver.redis.hgetall(driver.store.group_key(group)))
+    assert raw_after == raw_before

@@ -1,0 +1,79 @@
+"""The SQL store's contract on SQLite and PostgreSQL: versioned migrations, concurrent writers."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from headwater_registry.registry import Registry, SchemaInput
+from headwater_registry.store import (
+    MIGRATIONS,
+    SQLStore,
+    counters,
+    schema_migrations,
+    subject_schema_index,
+)
+from tests.support import unique
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'registry.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def schema(name: str) -> SchemaInput:
+    body = {"type": "record", "name": name, "fields": [{"name": "a", "type": "int"}]}
+    return SchemaInput(orjson.dumps(body).decode())
+
+
+def applied(store: SQLStore) -> list[int]:
+    with store.read() as conn:
+        query = sa.select(schema_migrations.c.version).order_by(schema_migrations.c.version)
+        return list(conn.execute(query).scalars())
+
+
+def test_migrations_are_recorded_and_applied_once(url: str) -> None:
+    store = SQLStore(url)
+    assert applied(store) == [v for v, _, _ in MIGRATIONS] == [1, 2, 3]
+    store.close()
+    again = SQLStore(url)  # opening an up-to-date database applies nothing
+    assert applied(again) == [1, 2, 3]
+    again.close()
+
+
+def test_upgrade_from_version_1_seeds_the_id_counter_and_adds_the_index(url: str) -> None:
+    store = SQLStore(url)
+    registry = Registry(store)
+    first = registry.register(unique("up"), schema("A"), normalize=False)
+    second = registry.register(unique("up"), schema("B"), normalize=False)
+    # Roll the database back to what migration 1 alone produced.
+    with store.write("test") as conn:
+        counters.drop(conn)
+        subject_schema_index.drop(conn)
+        conn.execute(sa.delete(schema_migrations).where(schema_migrations.c.version >= 2))
+    store.close()
+    upgraded = SQLStore(url)
+    assert applied(upgraded) == [1, 2, 3]
+    third = Registry(upgraded).register(unique("up"), schema("C"), normalize=False)
+    assert (first, second, third) == (1, 2, 3)
+    indexes = {i["name"] for i in sa.inspect(upgraded.engine).get_indexes("subject_versions")}
+    assert "ix_subject_versions_subject_schema" in indexes
+    upgraded.close()
+
+
+def test_threads_registering_in_one_subject_get_distinct_gapless_versions(url: str) -> None:
+    store = SQLStore(url)
+    registry = Registry(store, default_compatibility="NONE")
+    subject = unique("threads")
+    names = [f"T{i}" for i in range(24)]
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(lambda n: registry.register(subject, schema(n), False), names))
+    assert sorted(ids) == list(range(1, 25))
+    assert registry.list_versions(subject, False, False, 0, -1) == list(range(1, 25))
+    store.close()
