@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from headwater_kernel.service import ServiceSettings
+from headwater_kernel.settings import ServiceSettings
 
 FsyncPolicy = Literal["always", "interval", "never"]
 

@@ -14,7 +14,7 @@ from headwater.errors import (
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
-from headwater_kernel.service import error_response
+from headwater_kernel.errors import error_response
 
 JSON = "application/json"
 KAFKA_JSON = "application/vnd.kafka.json.v2+json"

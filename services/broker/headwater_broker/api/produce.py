@@ -18,7 +18,7 @@ from headwater_broker.api.media import (
     require_content_type,
 )
 from headwater_broker.broker import Broker
-from headwater_kernel.service import JSONBody
+from headwater_kernel.body import JSONBody
 
 router = APIRouter(
     default_response_class=JSONBody,
