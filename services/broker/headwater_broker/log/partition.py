@@ -5,9 +5,8 @@ Offsets start at 0, only grow and are never reused: the active (last) segment is
 first -- and its file name carries that offset across restarts. The log start offset (first
 readable offset) is checkpointed in ``log-start-offset``. Layout of the directory: see segment.py.
 
-Appends to one partition are serialized by an asyncio lock; reads take no lock (they copy bytes
-below the high watermark with ``os.pread``, and segments are only deleted from the same event loop
-with no await between locating a segment and reading it).
+What runs on the event loop, what in threads, and how appends are serialised and synced: the
+threading policy in ``headwater_broker.broker``.
 """
 
 from __future__ import annotations
