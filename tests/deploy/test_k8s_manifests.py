@@ -25,7 +25,7 @@ import yaml
 from fastapi import FastAPI
 
 from headwater_cli import build_parser
-from headwater_kernel.service import ServiceSettings
+from headwater_kernel.settings import ServiceSettings
 from tests.deploy import compose
 from tests.deploy.kustomization import Object, pod_template, render
 from tests.support import ROOT

@@ -12,7 +12,6 @@ import httpx
 from fastapi import Depends, FastAPI, Request, Response
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from headwater.groups.errors import COORDINATOR
 from headwater_coordinator.coordinator import Coordinator
 from headwater_coordinator.lag_gauges import LagGauges
 from headwater_coordinator.metadata import BrokerMetadata
@@ -29,7 +28,7 @@ from headwater_coordinator.models import (
 from headwater_coordinator.redis_server import PrivateRedis
 from headwater_coordinator.settings import CoordinatorSettings
 from headwater_coordinator.store import GroupChanges, GroupStore
-from headwater_kernel.service import create_service_app
+from headwater_kernel.app import create_service_app
 
 
 async def _coordinator(request: Request) -> Coordinator:
@@ -110,7 +109,6 @@ def create_app(
         title="Headwater coordinator",
         description="Consumer groups: membership, server-side cooperative assignment and "
         "committed offsets, with all state in Redis.",
-        family=COORDINATOR,
         lifespan=lifespan,
         ready=ready,
     )
