@@ -110,6 +110,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its services are in its process group, for the last resort
         )
     try:
         deadline = time.monotonic() + UP_TIMEOUT_S
@@ -119,11 +120,12 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
             time.sleep(0.2)
         yield Platform(offset, log)
     finally:
-        up.send_signal(signal.SIGINT)
+        # SIGTERM stops every service as Ctrl-C does; SIGINT may be ignored in a background job.
+        up.send_signal(signal.SIGTERM)
         try:
             up.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            up.kill()
+            os.killpg(up.pid, signal.SIGKILL)
             up.wait()
 
 
