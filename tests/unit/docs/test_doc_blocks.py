@@ -116,6 +116,18 @@ def test_repository_paths_in_commands_exist() -> None:
     assert missing == []
 
 
+def test_documented_make_targets_exist() -> None:
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    documented = {
+        (block.where, argv[1])
+        for block in shell_blocks()
+        for argv in commands(block.text)
+        if argv[0] == "make" and len(argv) > 1
+    }
+    assert {(where, target) for where, target in documented if target not in targets} == set()
+    assert documented  # the README's two commands at least
+
+
 SETTINGS: list[tuple[str, type[BaseSettings]]] = [
     ("BROKER_", BrokerSettings),
     ("REGISTRY_", RegistrySettings),
