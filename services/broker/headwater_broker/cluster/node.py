@@ -174,6 +174,19 @@ class ClusterNode:
         store.close()
         self._store = None
 
+    async def abandon(self) -> None:
+        """Stop every task and close the store *without* resigning or releasing: what a crash
+        (kill -9) leaves behind, for fault drills in one process."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
     async def _heartbeats(self) -> None:
         registration = self.registration
         failing = False

@@ -5,11 +5,12 @@ URL, printing one JSON line per event on stdout (``registered``, ``elected``, ``
 ``probe``, ``replaced``, ``stopped``), so fault tests can kill -9, SIGSTOP and SIGCONT a real
 controller process. SIGTERM or SIGINT stops it cleanly (lease resigned, session released).
 
-``--probe-topic T`` makes it, once it has been elected, write a config change to topic ``T``
-every ``--probe-every-ms`` *with the epoch it was elected at*, whether or not it still believes
-it is the controller -- as a controller paused mid-decision would on resume. Each attempt prints
-``{"event": "probe", "epoch", "ok", "error"}``; a deposed controller's probes must all be
-refused by the store (the epoch compare-and-set), which the tests check against the tables.
+``--probe-topic T`` makes it, once elected, create topic ``T`` and alter its config every
+``--probe-every-ms``: through the controller while it is the controller, and afterwards straight
+to the store *with the epoch it was last elected at*, as a controller paused mid-decision would
+write on resume. Each attempt prints ``{"event": "probe", "epoch", "value", "path", "ok",
+"error"}``; a deposed controller's attempts must all be refused, which the tests check against
+the tables (``tests/e2e/cluster/test_controller_processes.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ def emit(event: str, **fields: Any) -> None:
 
 
 class Probe:
-    """Writes with the epoch this process was last elected at, controller or not."""
+    """Creates the probe topic once elected, then alters its config every interval.
+
+    While this node is the active controller the change goes through the controller's admin
+    path; once it is not (deposed, or its lease ran out while it was stopped), it keeps
+    writing *with the epoch it was last elected at* straight to the store, as a controller
+    paused mid-decision would on resume. Values encode the epoch: ``epoch * 1_000_000 + n``.
+    """
 
     def __init__(self, topic: str, every_ms: int) -> None:
         self.topic = topic
@@ -54,27 +61,36 @@ class Probe:
         count = 0
         while True:
             await asyncio.sleep(self.every_ms / 1000)
-            image = node.image
-            current = image.topics.get(self.topic)
-            if self.elected_epoch is None or current is None:
+            epoch = self.elected_epoch
+            if epoch is None:
+                continue
+            if node.is_controller and self.topic not in node.image.topics:
+                with contextlib.suppress(HeadwaterError):
+                    await node.controller.create_topic(self.topic, 1, replication_factor=1)
+            current = node.image.topics.get(self.topic)
+            if current is None:
                 continue
             count += 1
-            value = str(1000 + count)
-            altered = replace(current, configs={"retention.ms": value})
+            value = str(epoch * 1_000_000 + count)
+            path = "controller" if node.is_controller else "raw"
+            error: str | None = None
             try:
-                await node.store.call(
-                    node.store.write_changes,
-                    self.elected_epoch,
-                    node.broker_id,
-                    image.offset,
-                    [altered],
-                )
-                error = None
+                if path == "controller":
+                    await node.controller.alter_configs(self.topic, {"retention.ms": value})
+                else:
+                    altered = replace(current, configs={"retention.ms": value})
+                    await node.store.call(
+                        node.store.write_changes,
+                        epoch,
+                        node.broker_id,
+                        node.image.offset,
+                        [altered],
+                    )
             except HeadwaterError as exc:
                 error = type(exc).__name__
             except ImageBehindError:
                 error = "ImageBehindError"
-            emit("probe", epoch=self.elected_epoch, value=value, ok=error is None, error=error)
+            emit("probe", epoch=epoch, value=value, path=path, ok=error is None, error=error)
 
 
 async def main(args: argparse.Namespace) -> int:
