@@ -45,12 +45,13 @@ def stores(metadata_url: str) -> Iterator[list[MetadataStore]]:
 
 def fast_settings(
     url: str,
-    session_timeout_ms: int = 600,
+    session_timeout_ms: int = 800,
     heartbeat_interval_ms: int = 100,
-    controller_lease_ms: int = 600,
+    controller_lease_ms: int = 1200,
     metadata_poll_ms: int = 50,
 ) -> ClusterSettings:
-    """Timeouts short enough for tests that wait them out."""
+    """Timeouts short enough for tests that wait them out, long enough that a loaded machine
+    (two cores shared by several test runs) does not miss a renewal or heartbeat."""
     return ClusterSettings(
         metadata_url=url,
         session_timeout_ms=session_timeout_ms,

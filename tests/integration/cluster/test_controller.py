@@ -38,14 +38,13 @@ from headwater_broker.cluster.state import (
 from tests.integration.cluster.conftest import (
     Cluster,
     Member,
+    fast_settings,
     keep_alive,
     settle,
     wait_contact,
 )
 
 pytestmark = pytest.mark.anyio
-
-SESSION_S = 0.6
 
 
 def ids(*values: int) -> tuple[BrokerId, ...]:
@@ -119,7 +118,7 @@ async def test_a_paused_controller_is_replaced_and_every_write_it_then_tries_is_
     new = members[1]
     assert await new.controller.campaign_or_renew()
     assert new.controller.epoch == 2
-    log_end = new.store.read_controller().last_change
+    log_end = (await new.store.call(new.store.read_controller)).last_change
 
     with pytest.raises(StaleControllerEpochError, match="the controller is broker 1 at epoch 2"):
         await paused.create_topic("during-pause", 1)
@@ -127,10 +126,10 @@ async def test_a_paused_controller_is_replaced_and_every_write_it_then_tries_is_
     with pytest.raises(NotControllerError):
         await paused.delete_topic("before")
     # The store holds nothing from epoch 1 after the takeover, and the topics are as they were.
-    image = new.store.read_snapshot()
+    image = await new.store.call(new.store.read_snapshot)
     assert set(image.topics) == {"before"}
     assert image.offset == log_end
-    changes = new.store.read_all_changes()
+    changes = await new.store.call(new.store.read_all_changes)
     takeover = next(
         c.offset for c in changes if c.record == ControllerInfo(BrokerId(1), ControllerEpoch(2))
     )
@@ -171,10 +170,12 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_its_leaderships_mo
 
     await wait_contact(ctl.store, cluster.settings.session_timeout_ms)
     # Broker 2 goes silent; 0 and 1 keep heartbeating.
-    await keep_alive([by_id[0], by_id[1]], ctl, SESSION_S + 0.2)
+    await keep_alive([by_id[0], by_id[1]], ctl, cluster.settings.session_timeout_ms / 1000 + 0.2)
     await ctl.controller.reconcile()
 
-    snapshot = by_id[1].store.read_snapshot()  # read through another broker's connection
+    snapshot = await by_id[1].store.call(
+        by_id[1].store.read_snapshot
+    )  # read through another broker's connection
     assert states(snapshot) == {
         0: BrokerStateName.ACTIVE,
         1: BrokerStateName.ACTIVE,
@@ -216,20 +217,25 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_its_leaderships_mo
 
 
 async def test_a_new_controller_waits_one_session_of_contact_before_fencing(
-    cluster: Cluster,
-    background: list[asyncio.Task[None]],
+    cluster: Cluster, background: list[asyncio.Task[None]]
 ) -> None:
+    # A session long enough that the grace is still running when the test checks it.
+    cluster = Cluster(
+        cluster.url, cluster.stores, fast_settings(cluster.url, session_timeout_ms=2000)
+    )
+    session_s = cluster.settings.session_timeout_ms / 1000
     members = await started(cluster, None, 0, 1)
     # Nobody heartbeats or renews: both sessions look dead and the lease runs out.
-    await asyncio.sleep(max(SESSION_S, cluster.settings.controller_lease_ms / 1000) + 0.1)
+    await asyncio.sleep(max(session_s, cluster.settings.controller_lease_ms / 1000) + 0.1)
     fresh = await cluster.member(5)  # a new process: its contact with the database just began
     assert await fresh.controller.campaign_or_renew()
     fresh.hold_lease(background)
-    assert fresh.store.contact_ms() < cluster.settings.session_timeout_ms
     await fresh.controller.reconcile()
+    assert fresh.store.contact_ms() < cluster.settings.session_timeout_ms
     assert states(fresh.follower.image)[0] is BrokerStateName.ACTIVE
     assert states(fresh.follower.image)[1] is BrokerStateName.ACTIVE
     # Broker 1 heartbeats during the grace; broker 0 does not.
+    await keep_alive([members[1], fresh], fresh, session_s / 2)
     await wait_contact(fresh.store, cluster.settings.session_timeout_ms)
     await members[1].heartbeat()
     await fresh.heartbeat()
@@ -286,7 +292,7 @@ async def test_isr_proposals_are_compare_and_set_on_the_partition_epoch(
     )
     assert isinstance(results[0], PartitionState)
     assert isinstance(results[1], StalePartitionEpochError)
-    stored = by_id[1].store.read_snapshot().partition("isr", 0)
+    stored = (await by_id[1].store.call(by_id[1].store.read_snapshot)).partition("isr", 0)
     assert stored is not None
     assert stored.isr == tuple(b for b in p.replicas if b in (p.leader, leader_follower[0]))
     assert stored.partition_epoch == p.partition_epoch + 1
@@ -294,7 +300,7 @@ async def test_isr_proposals_are_compare_and_set_on_the_partition_epoch(
     old_leader = replace_leader_epoch(proposal(stored, by_id, [stored.leader]), -1)
     with pytest.raises(FencedLeaderEpochError):
         await ctl.alter_isr(old_leader)
-    assert by_id[2].store.read_snapshot().partition("isr", 0) == stored
+    assert (await by_id[2].store.call(by_id[2].store.read_snapshot)).partition("isr", 0) == stored
 
 
 def replace_leader_epoch(p: IsrProposal, delta: int) -> IsrProposal:
@@ -346,7 +352,7 @@ async def test_topic_admin_is_carried_out_by_the_controller(
         await ctl.delete_topic("admin")
     await other.catch_up()
     assert "admin" not in other.follower.image.topics
-    assert other.store.read_snapshot().partitions_of("admin") == []
+    assert (await other.store.call(other.store.read_snapshot)).partitions_of("admin") == []
 
 
 async def test_a_non_controller_refuses_admin_naming_nobody_or_the_controller(
@@ -386,7 +392,9 @@ async def test_unclean_election_happens_only_once_the_topic_allows_it(
     assert (offline.leader, offline.isr) == (NO_LEADER, ids(leader))
     await ctl.alter_configs("risky", {"unclean.leader.election.enable": "true"})
     await ctl.reconcile()
-    elected = by_id[leader].store.read_snapshot().partition("risky", 0)
+    elected = (await by_id[leader].store.call(by_id[leader].store.read_snapshot)).partition(
+        "risky", 0
+    )
     assert elected is not None
     assert (elected.leader, elected.isr, elected.unclean) == (
         survivor.broker_id,
@@ -395,7 +403,7 @@ async def test_unclean_election_happens_only_once_the_topic_allows_it(
     )
     assert elected.leader_epoch == offline.leader_epoch + 1
     # The change that elected it says so, for the new leader to log what it truncates.
-    change = survivor.store.read_all_changes()[-1]
+    change = (await survivor.store.call(survivor.store.read_all_changes))[-1]
     assert change.record == elected
 
 
@@ -408,7 +416,7 @@ async def test_controlled_shutdown_moves_every_leadership_off_the_broker(
     assert ctl.follower.image.led_by(2) != []
     still = await ctl.controlled_shutdown(2, members[2].registration.epoch)
     assert still == []
-    image = members[1].store.read_snapshot()
+    image = await members[1].store.call(members[1].store.read_snapshot)
     assert image.brokers[BrokerId(2)].state is BrokerStateName.SHUTTING_DOWN
     assert image.led_by(2) == []
     assert all(2 not in p.isr for p in image.partitions_of("moving"))
@@ -444,7 +452,7 @@ async def test_a_reassignment_moves_a_partition_to_new_replicas(
     joined = await ctl.alter_isr(proposal(started_p, by_id, [source, *targets]))
     assert set(joined.isr) == {source, *targets}
     await ctl.reconcile()
-    done = members[1].store.read_snapshot().partition("move", 0)
+    done = (await members[1].store.call(members[1].store.read_snapshot)).partition("move", 0)
     assert done is not None
     assert (done.replicas, done.isr, done.adding, done.removing) == (
         ids(*targets),
@@ -469,5 +477,7 @@ async def test_followers_converge_on_the_controllers_image(
         await m.catch_up()
     images = [m.follower.image for m in members]
     assert images[0] == images[1] == images[2]
-    assert images[0] == members[2].store.read_snapshot()
-    assert images[0].offset == ChangeOffset(members[0].store.read_controller().last_change)
+    assert images[0] == (await members[2].store.call(members[2].store.read_snapshot))
+    assert images[0].offset == ChangeOffset(
+        (await members[0].store.call(members[0].store.read_controller)).last_change
+    )

@@ -62,14 +62,14 @@ async def test_followers_polling_on_their_own_converge_on_the_same_image(
     await ctl.controller.alter_configs("conv-0", {"retention.ms": 99})
     await ctl.controller.delete_topic("conv-1")
     await ctl.controller.create_partitions("conv-2", 6)
-    end = ctl.store.read_controller().last_change
+    end = (await ctl.store.call(ctl.store.read_controller)).last_change
 
     async def converged() -> None:
         while any(f.image.offset < end for f in followers):
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(converged(), 10)
-    snapshot = ctl.store.read_snapshot()
+    snapshot = await ctl.store.call(ctl.store.read_snapshot)
     for follower in followers:
         assert follower.image == snapshot == ctl.follower.image
     # Each listener saw every change once, in log order, whatever its polls' batching.
@@ -132,7 +132,7 @@ async def test_a_follower_whose_offset_was_pruned_reloads_a_snapshot(
     reloaded = recorder.events[0]
     assert isinstance(reloaded, ImageReloaded)
     assert reloaded.before_offset == behind
-    assert late.image == ctl.store.read_snapshot()
+    assert late.image == (await ctl.store.call(ctl.store.read_snapshot))
     assert set(late.image.topics) == {"pruned-a", "pruned-b"}
 
 

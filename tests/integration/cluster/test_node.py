@@ -64,13 +64,13 @@ async def test_nodes_elect_one_controller_and_converge(
     assert refused.value.to_body()["controller_id"] == controller.broker_id
     assert refused.value.to_body()["controller_url"] == controller.url
     await controller.controller_for_admin().create_topic("nodes", 3)
-    end = controller.store.read_controller().last_change
+    end = (await controller.store.call(controller.store.read_controller)).last_change
     await until(lambda: all(n.image.offset >= end for n in cluster), 5)
     assert all(len(n.image.partitions_of("nodes")) == 3 for n in cluster)
     assert cluster[0].image == cluster[1].image == cluster[2].image
     # Every broker reports the change it has applied with its heartbeat.
     await asyncio.sleep(0.3)
-    _, sessions = read_sessions(controller.store)
+    _, sessions = await controller.store.call(read_sessions, controller.store)
     assert all(s.applied_change >= end for s in sessions)
 
 
