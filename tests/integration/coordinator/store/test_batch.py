@@ -131,3 +131,49 @@ def test_a_batch_of_only_errors_writes_nothing(driver: StoreDriver) -> None:
     raw_after = driver.loop.run_until_complete(driver.redis.hgetall(driver.keys.group(group)))
     assert raw_after == raw_before
 
+
+def test_requests_of_a_cancelled_batch_are_run_by_the_next_holder(driver: StoreDriver) -> None:
+    group, topic = unique("g"), unique("t")
+    driver.sizes = {topic: 4}
+    started = asyncio.Event()
+    calls = 0
+
+    async def stalls_once(state: GroupState) -> Finish:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first holder's batch hangs here until its caller gives up
+            started.set()
+            await asyncio.sleep(3600)
+        return await join(state)
+
+    async def join(state: GroupState) -> Finish:
+        req = request(None, 0, {topic})
+        admitted = state.admit(req, T0)
+
+        async def finish() -> HeartbeatResult:
+            assert isinstance(admitted, Member)
+            return state.settle(admitted, req, T0, driver.sizes)
+
+        return finish
+
+    async def scenario() -> tuple[bool, object]:
+        lock = driver.groups.batches.lock(group)
+        async with lock:  # both queue, so the first to get the lock takes both
+            first = asyncio.ensure_future(driver.groups.transact_phased(group, stalls_once))
+            second = asyncio.ensure_future(driver.groups.transact_phased(group, join))
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(started.wait(), 5)
+        first.cancel()
+        applied = await asyncio.wait_for(second, 5)
+        await asyncio.wait([first])
+        return first.cancelled(), applied.result
+
+    cancelled, joined = driver.loop.run_until_complete(scenario())
+    assert cancelled
+    assert isinstance(joined, HeartbeatResult)
+    # The next holder ran both requests of the abandoned batch: the stalled one, and its own.
+    assert calls == 2
+    state = driver.load(group)
+    assert len(state.members) == 2
+    assert joined.member_id in state.members
+    assert_no_double_owner(state)
