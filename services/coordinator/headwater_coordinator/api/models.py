@@ -10,8 +10,7 @@ from pydantic import BaseModel, Field
 
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset, PartitionId
-from headwater_coordinator import coordinator
-from headwater_coordinator.coordinator import HeartbeatAnswer, ResetStrategy
+from headwater_coordinator import coordinator as core
 from headwater_coordinator.group import GroupState, Member, encode_partitions
 from headwater_coordinator.store.offsets import CommittedOffset, PartitionOffset
 
@@ -58,7 +57,7 @@ class HeartbeatResponse(BaseModel):
     assignment: list[TopicPartitions]
 
     @classmethod
-    def of(cls, answer: HeartbeatAnswer) -> HeartbeatResponse:
+    def of(cls, answer: core.HeartbeatAnswer) -> HeartbeatResponse:
         return cls(
             member_id=answer.member_id,
             member_epoch=answer.member_epoch,
@@ -199,7 +198,7 @@ class GroupLag(BaseModel):
     partitions: list[PartitionLag]
 
     @classmethod
-    def of(cls, lag: coordinator.GroupLag) -> GroupLag:
+    def of(cls, lag: core.GroupLag) -> GroupLag:
         return cls(
             group_id=lag.group_id,
             total_lag=lag.total_lag,
@@ -233,7 +232,7 @@ class ResetBody(BaseModel):
     ``explicit`` sets exactly ``offsets``.
     """
 
-    strategy: ResetStrategy
+    strategy: core.ResetStrategy
     topics: list[str] = Field(default_factory=list)
     timestamp: int | None = None
     offsets: list[ResetPartition] = Field(default_factory=list)
