@@ -72,11 +72,6 @@ class OffsetEntry(BaseModel):
     offset: int
     metadata: str = Field(default="", max_length=4096)
 
-    def domain(self) -> PartitionOffset:
-        return PartitionOffset(
-            self.topic, PartitionId(self.partition), Offset(self.offset), self.metadata
-        )
-
 
 class CommitBody(BaseModel):
     """Offsets to commit: from a member at its epoch, or without a member for an empty group."""
@@ -86,7 +81,10 @@ class CommitBody(BaseModel):
     offsets: list[OffsetEntry]
 
     def partition_offsets(self) -> list[PartitionOffset]:
-        return [o.domain() for o in self.offsets]
+        return [
+            PartitionOffset(o.topic, PartitionId(o.partition), Offset(o.offset), o.metadata)
+            for o in self.offsets
+        ]
 
 
 class CommittedOffsetModel(BaseModel):
@@ -221,9 +219,6 @@ class ResetPartition(BaseModel):
     partition: int
     offset: int
 
-    def domain(self) -> PartitionOffset:
-        return PartitionOffset(self.topic, PartitionId(self.partition), Offset(self.offset))
-
 
 class ResetBody(BaseModel):
     """Reset committed offsets of a group without members.
@@ -238,4 +233,7 @@ class ResetBody(BaseModel):
     offsets: list[ResetPartition] = Field(default_factory=list)
 
     def partition_offsets(self) -> list[PartitionOffset]:
-        return [o.domain() for o in self.offsets]
+        return [
+            PartitionOffset(o.topic, PartitionId(o.partition), Offset(o.offset))
+            for o in self.offsets
+        ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import orjson
 from redis.asyncio import Redis
@@ -71,9 +71,12 @@ return {'OK', ''}
 """
 
 
-@dataclass(frozen=True)
-class PartitionOffset:
-    """An offset to store for one partition, with the committer's metadata."""
+class PartitionOffset(NamedTuple):
+    """An offset to store for one partition, with the committer's metadata.
+
+    A NamedTuple: a commit builds one per partition (hundreds per request), and it costs half
+    of a frozen dataclass.
+    """
 
     topic: str
     partition: PartitionId
