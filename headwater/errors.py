@@ -2,7 +2,7 @@
 
 Every error that crosses HTTP is the JSON body ``{"error_code": int, "message": str}`` with an HTTP
 status. Domain code raises a subclass of :class:`HeadwaterError`; each service installs one handler
-(``headwater_kernel.service.install_error_handlers``) that turns it into that body. Clients turn
+(``headwater_kernel.errors.install_error_handlers``) that turns it into that body. Clients turn
 the body back into the same class with :meth:`ErrorFamily.for_code`, so an error survives the trip
 over the wire with its type.
 

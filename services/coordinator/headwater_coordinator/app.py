@@ -12,7 +12,6 @@ import httpx
 from fastapi import FastAPI
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from headwater.groups.errors import COORDINATOR
 from headwater_coordinator.api import groups, membership, offsets
 from headwater_coordinator.coordinator import Coordinator
 from headwater_coordinator.lag_gauges import LagGauges
@@ -24,7 +23,7 @@ from headwater_coordinator.store.groups import GroupStore
 from headwater_coordinator.store.keyspace import Keyspace
 from headwater_coordinator.store.liveness import Liveness
 from headwater_coordinator.store.offsets import OffsetStore
-from headwater_kernel.service import create_service_app
+from headwater_kernel.app import create_service_app
 
 _DESCRIPTION = (
     "Consumer groups: membership, server-side cooperative assignment and committed offsets, "
@@ -67,7 +66,6 @@ def create_app(
     app = create_service_app(
         title="Headwater coordinator",
         description=_DESCRIPTION,
-        family=COORDINATOR,
         lifespan=lifespan,
         ready=ready,
     )

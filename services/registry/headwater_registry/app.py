@@ -15,8 +15,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.responses import Response
 
-from headwater.registry.errors import REGISTRY, RegistryError, UnprocessableEntityError
-from headwater_kernel.service import JSONBody, create_service_app, error_response
+from headwater.registry.errors import RegistryError, UnprocessableEntityError
+from headwater_kernel.app import create_service_app
+from headwater_kernel.body import JSONBody
+from headwater_kernel.errors import error_response
 from headwater_registry import models
 from headwater_registry.registry import Registry, SchemaInput
 from headwater_registry.routing import SLASH, RegistryRouting
@@ -127,7 +129,6 @@ def create_app(settings: RegistrySettings) -> FastAPI:
         title="Headwater schema registry",
         description="Confluent Schema Registry REST API for Avro schemas, over SQLite or "
         "PostgreSQL.",
-        family=REGISTRY,
         lifespan=lifespan,
         ready=ready,
         media_type=MEDIA_TYPE,

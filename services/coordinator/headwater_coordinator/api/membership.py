@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from headwater_coordinator.api import models
 from headwater_coordinator.api.deps import CoordinatorDep
-from headwater_kernel.service import JSONBody
+from headwater_kernel.body import JSONBody
 
 router = APIRouter(default_response_class=JSONBody, tags=["membership"])
 
