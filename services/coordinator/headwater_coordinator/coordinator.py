@@ -1,14 +1,14 @@
 """The coordinator's domain core: what each route asks of groups, offsets and the brokers.
 
 Every HTTP route is one method of :class:`Coordinator`; nothing here knows FastAPI. Errors are
-the coordinator family's typed errors (``headwater.groups.errors``).
+typed (``headwater.groups.errors``); the app's one handler turns them into responses.
 
 Concurrency, for the whole service (the other modules rely on it and do not restate it):
 
 - **One asyncio event loop per process, no threads.** Routes, the expiry sweeper, the lag
-  gauges and the change listener are coroutines on it, and nothing blocks it: Redis and the
-  brokers are reached through async clients (only starting a private redis-server runs in a
-  thread, before the app serves).
+  gauges and the change listener are coroutines on it, and nothing blocks it while it serves:
+  Redis and the brokers are reached through async clients (a private redis-server is started
+  in a thread before the app serves, and stopped after).
 - **No group state in memory: Redis arbitrates.** Every change is one atomic Redis step -- a
   group transaction (WATCH/MULTI, rerun on fresh state when another process changed the group
   first; ``store.groups``) or a Lua script (offset commits, ``store.offsets``; steady-state

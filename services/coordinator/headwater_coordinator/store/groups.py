@@ -1,10 +1,10 @@
 """Group state in Redis: load a group, apply a batch of operations, store it in one transaction.
 
-The seam: this module owns the group hash and the optimistic transaction around it. A batch
-(``store.batch``) reads ``group:{g}`` under WATCH, applies the state machine in Python and
-writes back in MULTI/EXEC, with its change notice (``store.changes``); a concurrent change by
-any coordinator process aborts the EXEC and the batch reruns on fresh state. If an operation
-raises, nothing it changed is written.
+The seam: this module owns the group hash and the optimistic transaction around it. Each batch
+of requests (``store.batch``) is one transaction: read ``group:{g}`` under WATCH, apply the
+state machine in Python, write back in MULTI/EXEC with the change notice (``store.changes``);
+a concurrent change by any coordinator process aborts the EXEC and the batch reruns on fresh
+state. If an operation raises, nothing it changed is written.
 """
 
 from __future__ import annotations
