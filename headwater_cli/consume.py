@@ -14,9 +14,11 @@ from headwater.consumer import Consumer, ConsumerRecord
 from headwater.errors import HeadwaterError
 from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
+from headwater_cli.endpoints import BROKERS, COORDINATOR
 from headwater_cli.groups import add_coordinator_argument
 from headwater_cli.produce import PROGRESS_INTERVAL
-from headwater_cli.topics import add_bootstrap_argument, run_reporting_errors
+from headwater_cli.reporting import run_reporting_errors
+from headwater_cli.topics import add_bootstrap_argument
 
 
 def make_consumer(args: argparse.Namespace) -> Consumer:
@@ -107,15 +109,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"Processed a total of {count} messages", file=sys.stderr)
         return 0
 
+    targets = [(BROKERS, args.bootstrap_server)]
+    if args.group:
+        targets.append((COORDINATOR, args.coordinator))
     try:
-        return run_reporting_errors("consume", body)
+        return run_reporting_errors("consume", body, *targets)
     except KeyboardInterrupt:
         return 0
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("consume", help="print a topic's records to stdout")
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="topic to read")
     parser.add_argument(
         "--from-beginning", action="store_true", help="start at the log start, not the end"
     )
