@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,13 +20,23 @@ from typing import IO, Self
 
 import httpx
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and that no earlier call in
+    this process returned: the kernel may offer a port again as soon as its probe socket closes,
+    so two services set up one after the other could otherwise be given the same port."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        with _handed_out_lock:
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    raise RuntimeError("no free port left that was not handed out already")
 
 
 class ServiceProcess:
