@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 import httpx
@@ -13,7 +13,7 @@ from headwater.types import Offset, TimestampMs
 
 
 class AdminClient:
-    """Creates, describes, grows and deletes topics, and reads partition offsets.
+    """Creates, describes, alters, grows and deletes topics, and reads partition offsets.
 
     Every method is one request to the first of ``bootstrap.servers``; errors are the typed
     errors of ``headwater.errors`` (``TopicAlreadyExistsError``, ``TopicNotFoundError``,
@@ -52,6 +52,16 @@ class AdminClient:
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self._client.describe_topic(name)
+
+    def alter_topic_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+    ) -> TopicDescription:
+        """Set and delete config overrides of ``name`` in one change (Kafka's incremental alter):
+        a deleted key returns to its default; nothing changes unless the result is valid."""
+        return self._client.alter_configs(name, set_configs, delete)
 
     def create_partitions(self, name: str, count: int) -> TopicDescription:
         """Grow ``name`` to ``count`` partitions in total (never shrinks)."""

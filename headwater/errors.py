@@ -308,6 +308,16 @@ class InvalidRecordError(BrokerError):
 
 
 @BROKER.register
+class EmbeddedFormatError(BrokerError):
+    """A stored record cannot be shown in the requested embedded format (not JSON, for json)."""
+
+    # 406 as REST Proxy's 40601 for a format that does not match the data: another Accept
+    # (the binary format) answers the same request.
+    error_code = 40602
+    http_status = 406
+
+
+@BROKER.register
 class StorageError(BrokerError):
     """The broker could not read or write its log storage."""
 

@@ -236,6 +236,17 @@ class BrokerClient:
     def delete_topic(self, topic: str) -> None:
         self._request("DELETE", self._topic_path(topic))
 
+    def alter_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+    ) -> TopicDescription:
+        """Set and delete config overrides of ``topic`` in one change."""
+        body = {"set": {k: str(v) for k, v in (set_configs or {}).items()}, "delete": list(delete)}
+        path = f"{self._topic_path(topic)}/configs"
+        return TopicDescription.from_json(self._request("PATCH", path, json=body).json())
+
     def create_partitions(self, topic: str, count: int) -> TopicDescription:
         """Grow ``topic`` to ``count`` partitions in total."""
         path = f"{self._topic_path(topic)}/partitions"
