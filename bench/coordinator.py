@@ -157,7 +157,7 @@ async def rebalance_bench(url: str, topic: str, rounds: int) -> dict[str, list[f
 
 
 async def commit_bench(
-    url: str, topic: str, per_request: int, seconds: float, concurrency: int
+    url: str, topic: str, *, per_request: int, seconds: float, concurrency: int
 ) -> float:
     """Offsets committed per second (simple commits to groups without members)."""
     done = 0
@@ -230,8 +230,12 @@ def main() -> None:
             ).start()
             url = f"http://127.0.0.1:{cport}"
             rebalances = asyncio.run(rebalance_bench(url, topic, args.rounds))
-            commits_1 = asyncio.run(commit_bench(url, topic, 1, args.seconds, 16))
-            commits_100 = asyncio.run(commit_bench(url, topic, 100, args.seconds, 8))
+            commits_1 = asyncio.run(
+                commit_bench(url, topic, per_request=1, seconds=args.seconds, concurrency=16)
+            )
+            commits_100 = asyncio.run(
+                commit_bench(url, topic, per_request=100, seconds=args.seconds, concurrency=8)
+            )
         finally:
             for process in (coordinator, broker):
                 if process is not None:

@@ -2,7 +2,7 @@
 
 Every error that crosses HTTP is the JSON body ``{"error_code": int, "message": str}`` with an HTTP
 status. Domain code raises a subclass of :class:`HeadwaterError`; each service installs one handler
-(``headwater_kernel.service.install_error_handlers``) that turns it into that body. Clients turn
+(``headwater_kernel.errors.install_error_handlers``) that turns it into that body. Clients turn
 the body back into the same class with :meth:`ErrorFamily.for_code`, so an error survives the trip
 over the wire with its type.
 
@@ -314,3 +314,170 @@ class StorageError(BrokerError):
     error_code = 50003
     http_status = 500
     kafka_code = 56  # KAFKA_STORAGE_ERROR
+
+
+# --- Broker: the cluster (docs/cluster.md, "Error codes added by the cluster") -------------------
+
+
+@BROKER.register
+class NotLeaderOrFollowerError(BrokerError):
+    """This broker does not lead the partition."""
+
+    error_code = 42101
+    http_status = 421
+    kafka_code = 6  # NOT_LEADER_OR_FOLLOWER
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        leader_id: int = -1,
+        leader_url: str | None = None,
+        leader_epoch: int = -1,
+    ) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.leader_url = leader_url
+        self.leader_epoch = leader_epoch
+
+    def to_body(self) -> dict[str, Any]:
+        # The body names the current leader so a client can go there without a metadata refresh.
+        return {
+            **super().to_body(),
+            "leader_id": self.leader_id,
+            "leader_url": self.leader_url,
+            "leader_epoch": self.leader_epoch,
+        }
+
+
+@BROKER.register
+class FencedLeaderEpochError(BrokerError):
+    """The request carried a leader epoch older than the partition's current one."""
+
+    error_code = 40904
+    http_status = 409
+    kafka_code = 74  # FENCED_LEADER_EPOCH
+
+
+@BROKER.register
+class UnknownLeaderEpochError(BrokerError):
+    """The request carried a leader epoch newer than this broker knows."""
+
+    error_code = 40905
+    http_status = 409
+    kafka_code = 75  # UNKNOWN_LEADER_EPOCH
+
+
+@BROKER.register
+class StaleControllerEpochError(BrokerError):
+    """The controller epoch is not the current one: a newer controller has been elected."""
+
+    error_code = 40906
+    http_status = 409
+    kafka_code = 11  # STALE_CONTROLLER_EPOCH
+
+
+@BROKER.register
+class StaleBrokerEpochError(BrokerError):
+    """The broker epoch is not the current one: this broker incarnation has been replaced."""
+
+    error_code = 40907
+    http_status = 409
+    kafka_code = 77  # STALE_BROKER_EPOCH
+
+
+@BROKER.register
+class BrokerIdInUseError(BrokerError):
+    """The broker id is already registered by a live broker."""
+
+    error_code = 40908
+    http_status = 409
+
+
+@BROKER.register
+class StalePartitionEpochError(BrokerError):
+    """The partition changed since the proposal was made (its partition epoch moved on)."""
+
+    error_code = 40909
+    http_status = 409
+    kafka_code = 108  # INVALID_UPDATE_VERSION
+
+
+@BROKER.register
+class InvalidReplicaAssignmentError(BrokerError):
+    """The replica assignment is not valid (unknown, repeated or too few brokers)."""
+
+    error_code = 42206
+    http_status = 422
+    kafka_code = 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+@BROKER.register
+class LeaderNotAvailableError(BrokerError):
+    """The partition has no leader now; retry."""
+
+    error_code = 50302
+    http_status = 503
+    kafka_code = 5  # LEADER_NOT_AVAILABLE
+
+
+@BROKER.register
+class NotEnoughReplicasError(BrokerError):
+    """Fewer in-sync replicas than min.insync.replicas; nothing was appended."""
+
+    error_code = 50303
+    http_status = 503
+    kafka_code = 19  # NOT_ENOUGH_REPLICAS
+
+
+@BROKER.register
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    """Appended, but the in-sync set shrank below min.insync.replicas before it was replicated."""
+
+    error_code = 50304
+    http_status = 503
+    kafka_code = 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+@BROKER.register
+class NotControllerError(BrokerError):
+    """This broker is not the controller, or there is no controller now."""
+
+    error_code = 50305
+    http_status = 503
+    kafka_code = 41  # NOT_CONTROLLER
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        controller_id: int = -1,
+        controller_url: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.controller_id = controller_id
+        self.controller_url = controller_url
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            **super().to_body(),
+            "controller_id": self.controller_id,
+            "controller_url": self.controller_url,
+        }
+
+
+@BROKER.register
+class MetadataUnavailableError(BrokerError):
+    """The cluster metadata store is unreachable; retry."""
+
+    error_code = 50306
+    http_status = 503
+
+
+@BROKER.register
+class RequestTimedOutError(BrokerError):
+    """The request was not satisfied in time (acks=all waited for the in-sync replicas)."""
+
+    error_code = 50401
+    http_status = 504
+    kafka_code = 7  # REQUEST_TIMED_OUT

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import socket
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,12 +13,35 @@ from headwater_kernel.local_service import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["ROOT", "ServiceProcess", "free_port", "unique"]
+__all__ = ["ROOT", "ServiceProcess", "free_port", "port_offset_with_free_ports", "unique"]
 
 
 def unique(prefix: str) -> str:
     """A name no other test (or earlier run) uses: topics, groups, subjects, key prefixes."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def port_offset_with_free_ports() -> int:
+    """An offset that moves 8081, 8082 and 8090 onto free ports below the ephemeral range.
+
+    Ports from the kernel's ephemeral range (32768+) may be taken at any moment by an outgoing
+    connection's local end, so the offsets stay below it.
+    """
+    rng = random.Random()
+    for _ in range(200):
+        offset = rng.randrange(20000, 24000)
+        if all(_bindable(port + offset) for port in (8081, 8082, 8090)):
+            return offset
+    raise RuntimeError("no free port range found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class ServiceProcess(_ServiceProcess):

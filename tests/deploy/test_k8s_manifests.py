@@ -25,7 +25,7 @@ import yaml
 from fastapi import FastAPI
 
 from headwater_cli import build_parser
-from headwater_kernel.service import ServiceSettings
+from headwater_kernel.settings import ServiceSettings
 from tests.deploy import compose
 from tests.deploy.kustomization import Object, pod_template, render
 from tests.support import ROOT
@@ -33,7 +33,7 @@ from tests.support import ROOT
 K8S = ROOT / "k8s"
 OVERLAYS = ("dev", "prod")
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
-# Secrets production creates out of band (README "Deployment"), with the keys pods read from them.
+# Secrets production creates out of band (docs/deployment.md), with the keys pods read from them.
 EXTERNAL_SECRETS = {
     "postgres-credentials": {"POSTGRES_PASSWORD"},
     "registry-database": {"REGISTRY_DATABASE_URL"},

@@ -8,12 +8,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from headwater.errors import BROKER, HeadwaterError, InvalidOffsetError, InvalidRequestError
+from headwater.errors import HeadwaterError, InvalidOffsetError, InvalidRequestError
 from headwater_broker.api import fetch, produce, topics
 from headwater_broker.api.media import BodyLimit
 from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
-from headwater_kernel.service import create_service_app
+from headwater_kernel.app import create_service_app
 
 _DESCRIPTION = """\
 Durable partitioned logs of Kafka RecordBatch v2 over HTTP: topic admin, REST Proxy v2 produce,
@@ -48,7 +48,6 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app = create_service_app(
         title="Headwater broker",
         description=_DESCRIPTION,
-        family=BROKER,
         lifespan=lifespan,
         ready=ready,
         validation_error=_validation_error,

@@ -1,7 +1,29 @@
 """The broker's domain core: topics and their partition logs, produce, fetch, producers, upkeep.
 
-Everything the HTTP routes do is one method here; nothing here knows FastAPI. Errors are the
-broker family's typed errors (``headwater.errors``).
+Everything the HTTP routes do is one method here; nothing here (nor in ``log/``,
+``topic_config.py``, ``producer_registry.py``, ``metrics.py``, ``settings.py``) imports FastAPI or
+Starlette. Errors are the broker family's typed errors (``headwater.errors``); records arrive
+decoded (:class:`RecordSource`, :class:`ProducerRecord`) or as raw RecordBatch v2 bytes.
+
+Threading -- the one policy for the whole broker:
+
+* **The event loop does everything but the steady fdatasync of appended bytes**: routes,
+  validation, offset assignment, the ``pwritev`` of an append, every ``pread`` of a fetch,
+  long-poll waits, retention, topic admin, and the rare syncs that must finish before the
+  next step (a segment roll, the atomic rewrites of ``topics.json``, ``producers.json`` and
+  ``log-start-offset``).
+* **Worker threads (``asyncio.to_thread``) run only fdatasync of active segments**:
+  ``PartitionLog._sync`` for ``BROKER_FSYNC=always`` and the ``interval`` task's pass over
+  every partition. A sync may run while the loop appends to the same file: ``Segment.flush``
+  clears its dirty flag first, so bytes written meanwhile are synced by the next one.
+* **Appends to one partition are serialised** by ``PartitionLog.lock`` (an asyncio lock, held
+  from judging producer sequences to the end of the write); retention, deletion and close take
+  it too. Reads take no lock: they copy bytes below the high watermark, and segments are only
+  deleted on the loop with no await between finding a segment and reading it.
+* **fsync=always is a group commit**: an append is written under the lock, then waits outside
+  it for one fdatasync per partition at a time; appends that arrive meanwhile are written and
+  share the next one. The high watermark -- what fetches see -- moves only past synced bytes,
+  and the producer is answered then. With ``interval`` and ``never`` it moves at the write.
 
 Durable state under ``BROKER_DATA_DIR``::
 
@@ -14,8 +36,6 @@ Durable state under ``BROKER_DATA_DIR``::
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import os
@@ -23,7 +43,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -33,14 +53,19 @@ from headwater.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidReplicationFactorError,
-    MalformedRequestError,
     PartitionNotFoundError,
     RecordTooLargeError,
     ServiceUnavailableError,
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
-from headwater.records.batch import Record, decode_batch, encode_batch, iter_batches
+from headwater.records.batch import (
+    Record,
+    RecordTuple,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+)
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 from headwater_broker import metrics
@@ -63,7 +88,33 @@ from headwater_broker.topic_config import (
 log = logging.getLogger("headwater.broker")
 
 MAX_PARTITIONS = 10_000
-EmbeddedFormat = Literal["json", "binary"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """One record to produce: the partition asked for (None: the broker picks), key, value."""
+
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class RecordSource(Protocol):
+    """The records of one produce request, decoded when :meth:`Broker.produce` asks.
+
+    The broker checks the topic first, so what is wrong with the topic is reported before what
+    is wrong with the body (``headwater_broker.api.embedded.ProduceBody`` is the REST one).
+    """
+
+    def decode(self) -> list[ProducerRecord]: ...
+
+
+class ProducedOffset(NamedTuple):
+    """Where one produced record landed."""
+
+    partition: PartitionId
+    offset: Offset
 
 
 @dataclass(frozen=True)
@@ -107,15 +158,6 @@ class _Topic:
     config: TopicConfig
     partition_count: int
     partitions: list[PartitionLog] = field(default_factory=list)
-
-
-def _b64(value: Any, what: str) -> bytes:
-    if not isinstance(value, str):
-        raise InvalidRecordError(f"{what} must be a base64 string in the binary format")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidRecordError(f"{what} is not valid base64") from None
 
 
 class Broker:
@@ -421,72 +463,22 @@ class Broker:
         self._update_offset_metrics(plog)
         return results
 
-    def _decode_records(
-        self, body: bytes, fmt: EmbeddedFormat
-    ) -> list[tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
-        """REST Proxy v2 produce body -> ``(partition, key, value, headers)`` per record."""
-        try:
-            request = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedRequestError(f"Malformed JSON in request body: {exc}") from None
-        records = request.get("records") if isinstance(request, dict) else None
-        if not isinstance(records, list) or not records:
-            raise MalformedRequestError(
-                'Request body must be {"records": [...]} with at least one record'
-            )
-        decoded = []
-        for i, record in enumerate(records):
-            if not isinstance(record, dict):
-                raise InvalidRecordError(f"records[{i}] must be an object")
-            unknown = set(record) - {"key", "value", "partition", "headers"}
-            if unknown:
-                raise InvalidRecordError(f"records[{i}] has unknown field(s): {sorted(unknown)}")
-            partition = record.get("partition")
-            if partition is not None and (
-                isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
-            ):
-                raise InvalidRecordError(f"records[{i}].partition must be a non-negative integer")
-            key, value = record.get("key"), record.get("value")
-            if fmt == "json":
-                key_bytes = None if key is None else orjson.dumps(key)
-                value_bytes = None if value is None else orjson.dumps(value)
-            else:
-                key_bytes = None if key is None else _b64(key, f"records[{i}].key")
-                value_bytes = None if value is None else _b64(value, f"records[{i}].value")
-            headers: list[tuple[str, bytes | None]] = []
-            raw_headers = record.get("headers") or []
-            if not isinstance(raw_headers, list):
-                raise InvalidRecordError(f"records[{i}].headers must be a list")
-            for j, header in enumerate(raw_headers):
-                where = f"records[{i}].headers[{j}]"
-                if not isinstance(header, dict) or not isinstance(header.get("key"), str):
-                    raise InvalidRecordError(f"{where} must be {{'key': str, 'value': str|null}}")
-                hvalue = header.get("value")
-                if hvalue is None:
-                    headers.append((header["key"], None))
-                elif fmt == "binary":
-                    headers.append((header["key"], _b64(hvalue, f"{where}.value")))
-                elif isinstance(hvalue, str):
-                    headers.append((header["key"], hvalue.encode()))
-                else:
-                    raise InvalidRecordError(f"{where}.value must be a string or null")
-            decoded.append((partition, key_bytes, value_bytes, headers))
-        return decoded
-
     async def produce(
-        self, topic_name: str, path_partition: int | None, body: bytes, fmt: EmbeddedFormat
-    ) -> list[tuple[PartitionId, Offset]]:
+        self, topic_name: str, path_partition: int | None, source: RecordSource
+    ) -> list[ProducedOffset]:
         """REST Proxy v2 produce: every record validated and encoded before any is appended.
 
-        Returns ``(partition, offset)`` per record, in request order.
+        ``source`` is decoded once the topic (and ``path_partition``) are known to exist.
+        Returns where each record landed, in request order.
         """
         topic = self._writable(topic_name)
         count = len(topic.partitions)
         if path_partition is not None:
             self.partition(topic_name, path_partition)
-        decoded = self._decode_records(body, fmt)
-        by_partition: dict[int, list[tuple[int, Any]]] = {}
-        for i, (partition, key, value, headers) in enumerate(decoded):
+        decoded = source.decode()
+        by_partition: dict[int, list[tuple[int, RecordTuple]]] = {}
+        for i, record in enumerate(decoded):
+            partition, key, value = record.partition, record.key, record.value
             if path_partition is not None:
                 if partition is not None and partition != path_partition:
                     raise InvalidRecordError(
@@ -501,7 +493,7 @@ class Broker:
             else:
                 size = len(value or b"")
                 partition = self._sticky.partition(topic_name, count, size)
-            by_partition.setdefault(partition, []).append((i, (key, value, headers)))
+            by_partition.setdefault(partition, []).append((i, (key, value, record.headers)))
         now = self.now_ms()
         encoded: list[tuple[int, list[int], bytearray]] = []
         limit = topic.config.max_message_bytes
@@ -513,11 +505,12 @@ class Broker:
                     f"the topic's max.message.bytes is {limit}"
                 )
             encoded.append((partition, [i for i, _r in items], batch))
-        offsets: list[tuple[PartitionId, Offset]] = [(PartitionId(0), Offset(0))] * len(decoded)
+        unset = ProducedOffset(PartitionId(0), Offset(0))
+        offsets = [unset] * len(decoded)
         for partition, indexes, batch in encoded:
             (result,) = await self.append_batches(topic_name, partition, batch)
             for n, i in enumerate(indexes):
-                offsets[i] = (PartitionId(partition), Offset(result.base_offset + n))
+                offsets[i] = ProducedOffset(PartitionId(partition), Offset(result.base_offset + n))
         return offsets
 
     def init_producer(

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from headwater_kernel.service import ServiceSettings
-
-FsyncPolicy = Literal["always", "interval", "never"]
+from headwater_broker.log.partition import FsyncPolicy
+from headwater_kernel.settings import ServiceSettings
 
 
 class BrokerSettings(ServiceSettings):

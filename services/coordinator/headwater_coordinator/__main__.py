@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from headwater_coordinator.app import create_app
 from headwater_coordinator.settings import CoordinatorSettings
-from headwater_kernel.service import serve
+from headwater_kernel.server import serve
 
 
 def main() -> None:

@@ -15,13 +15,13 @@ released it.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
-
-TopicPartition = tuple[str, PartitionId]
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,18 @@ Assignor = Callable[
 ]
 
 
+@functools.lru_cache(maxsize=1024)
+def _topic_partitions(topic: str, count: int) -> tuple[TopicPartition, ...]:
+    """Every partition of a topic with ``count`` partitions, in order.
+
+    Cached: an assignor needs every partition of every subscribed topic on each rebalance, and
+    the same few topics and counts come back each time.
+    """
+    return tuple(TopicPartition(topic, PartitionId(p)) for p in range(count))
+
+
 def _partitions(topics: Mapping[str, int], wanted: set[str]) -> list[TopicPartition]:
-    return [(t, PartitionId(p)) for t in sorted(wanted) for p in range(topics.get(t, 0))]
+    return [tp for t in sorted(wanted) for tp in _topic_partitions(t, topics.get(t, 0))]
 
 
 def uniform(
@@ -55,7 +65,7 @@ def uniform(
     # every member subscribes to the same topics the balanced counts are known up front (the
     # members that kept most get the larger share), so keeping stops at each member's quota.
     keep = {
-        m.member_id: sorted(tp for tp in m.previous if tp in valid and tp[0] in m.topics)
+        m.member_id: sorted(tp for tp in m.previous if tp in valid and tp.topic in m.topics)
         for m in members
     }
     quota: dict[str, int] = {}
@@ -73,8 +83,8 @@ def uniform(
                 taken.add(tp)
     # 2. Free partitions go to the least loaded member that subscribes to their topic (a heap
     # per topic: only that topic's assignments change counts while it is being handed out).
-    for topic in sorted({t for t, _ in everything}):
-        free = [tp for tp in everything if tp[0] == topic and tp not in taken]
+    for topic in sorted({tp.topic for tp in everything}):
+        free = [tp for tp in everything if tp.topic == topic and tp not in taken]
         if not free:
             continue
         heap = [(len(owned[mid]), mid) for mid, topics_ in subs.items() if topic in topics_]
@@ -96,7 +106,7 @@ def uniform(
             for receiver in receivers:
                 if len(owned[donor]) - len(owned[receiver]) < 2:
                     break
-                movable = sorted(tp for tp in owned[donor] if tp[0] in subs[receiver])
+                movable = sorted(tp for tp in owned[donor] if tp.topic in subs[receiver])
                 if movable:
                     tp = movable[-1]
                     owned[donor].discard(tp)
@@ -120,7 +130,7 @@ def range_(
         start = 0
         for i, mid in enumerate(subscribers):
             n = share + (1 if i < extra else 0)
-            owned[mid].update((topic, PartitionId(p)) for p in range(start, start + n))
+            owned[mid].update(_topic_partitions(topic, count)[start : start + n])
             start += n
     return {mid: frozenset(tps) for mid, tps in owned.items()}
 

@@ -1,7 +1,27 @@
-"""The coordinator's operations: what each route asks of groups, offsets and the brokers.
+"""The coordinator's domain core: what each route asks of groups, offsets and the brokers.
 
-Stateless: every operation reads and writes Redis through :class:`GroupStore` (one atomic
-transaction per change), so any number of coordinator processes can serve the same groups.
+Every HTTP route is one method of :class:`Coordinator`; nothing here knows FastAPI. Errors are
+typed (``headwater.groups.errors``); the app's one handler turns them into responses.
+
+Concurrency, for the whole service (the other modules rely on it and do not restate it):
+
+- **One asyncio event loop per process, no threads.** Routes, the expiry sweeper, the lag
+  gauges and the change listener are coroutines on it, and nothing blocks it while it serves:
+  Redis and the brokers are reached through async clients (a private redis-server is started
+  in a thread before the app serves, and stopped after).
+- **No group state in memory: Redis arbitrates.** Every change is one atomic Redis step -- a
+  group transaction (WATCH/MULTI, rerun on fresh state when another process changed the group
+  first; ``store.groups``) or a Lua script (offset commits, ``store.offsets``; steady-state
+  heartbeats, ``store.liveness``) -- so any number of coordinator processes serve the same
+  groups, and every process runs the sweeper.
+- **Within a process, one lock per group, and batching.** A group's transactions take its
+  asyncio lock; the requests that queued meanwhile run together as one batch in one
+  transaction (``store.batch``). Fast heartbeats and commits take no lock.
+- **Caches only decide when a change is noticed.** Topic metadata (``metadata``) and the
+  subscriptions this process last saw may lag by a refresh; ownership is always decided from
+  the state read in the transaction.
+- **Parked heartbeats wait on events**, set through Redis pub/sub by whichever process made the
+  change (``store.changes``).
 """
 
 from __future__ import annotations
@@ -10,8 +30,9 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Iterable
-from typing import cast
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
 
 from headwater.errors import InvalidRequestError
 from headwater.groups.errors import (
@@ -24,33 +45,23 @@ from headwater.groups.errors import (
     InvalidTimeoutError,
     UnsupportedAssignorError,
 )
+from headwater.topic_partition import TopicPartition
 from headwater.types import MemberEpoch, Offset, PartitionId
 from headwater_coordinator import metrics
-from headwater_coordinator.assignor import ASSIGNORS, TopicPartition
+from headwater_coordinator.assignor import ASSIGNORS
 from headwater_coordinator.group import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     GroupState,
     HeartbeatRequest,
     HeartbeatResult,
-    encode_partitions,
 )
 from headwater_coordinator.metadata import BrokerMetadata
-from headwater_coordinator.models import (
-    CommitBody,
-    CommittedOffsetModel,
-    GroupDescription,
-    GroupLag,
-    GroupOffsets,
-    GroupSummary,
-    HeartbeatBody,
-    HeartbeatResponse,
-    MemberDescription,
-    PartitionLag,
-    ResetBody,
-    TopicPartitions,
-)
-from headwater_coordinator.store import Finish, GroupChanges, GroupStore
+from headwater_coordinator.store.batch import Finish
+from headwater_coordinator.store.changes import GroupChanges
+from headwater_coordinator.store.groups import GroupStore
+from headwater_coordinator.store.liveness import FastHeartbeat, Liveness
+from headwater_coordinator.store.offsets import CommittedOffset, OffsetStore, PartitionOffset
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -66,13 +77,38 @@ RECONCILING_HEARTBEAT_MS = 100
 MAX_WAIT_MS = 30_000
 WAKE_COALESCE_S = 0.01
 
+ResetStrategy = Literal["earliest", "latest", "timestamp", "explicit"]
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def as_topic_partitions(tps: Iterable[TopicPartition]) -> list[TopicPartitions]:
-    return [TopicPartitions(topic=t, partitions=ps) for t, ps in encode_partitions(tps).items()]
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """What a heartbeat tells the member: its id and epoch, when to come back, what it owns."""
+
+    member_id: str
+    member_epoch: MemberEpoch
+    heartbeat_interval_ms: int
+    assignment: Collection[TopicPartition]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: PartitionId
+    member_id: str | None
+    committed_offset: Offset | None
+    end_offset: Offset
+    lag: int
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    group_id: str
+    total_lag: int
+    partitions: list[PartitionLag]
 
 
 class Coordinator:
@@ -80,18 +116,22 @@ class Coordinator:
 
     def __init__(
         self,
-        store: GroupStore,
-        metadata: BrokerMetadata,
         *,
+        group_store: GroupStore,
+        offset_store: OffsetStore,
+        liveness: Liveness,
+        metadata: BrokerMetadata,
+        changes: GroupChanges | None = None,
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3_000,
-        changes: GroupChanges | None = None,
     ) -> None:
-        self.store = store
+        self.group_store = group_store
+        self.offset_store = offset_store
+        self.liveness = liveness
         self.metadata = metadata
+        self.changes = changes
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.changes = changes
         # Start-up grace: while no coordinator ran, members could not heartbeat, so deadlines
         # that passed meanwhile mean nothing. Like Kafka re-arming session timers when a
         # coordinator loads a group, this process expires no one for one session timeout; a
@@ -114,9 +154,9 @@ class Coordinator:
                 f"group id {group_id!r} must be 1-249 characters of [A-Za-z0-9._-]"
             )
 
-    def _request(self, body: HeartbeatBody) -> HeartbeatRequest:
-        session = body.session_timeout_ms or self.session_timeout_ms
-        rebalance = body.rebalance_timeout_ms or DEFAULT_REBALANCE_TIMEOUT_MS
+    @staticmethod
+    def _check_request(request: HeartbeatRequest) -> None:
+        session, rebalance = request.session_timeout_ms, request.rebalance_timeout_ms
         if not MIN_TIMEOUT_MS <= session <= MAX_SESSION_TIMEOUT_MS:
             raise InvalidTimeoutError(
                 f"session_timeout_ms {session} is outside [{MIN_TIMEOUT_MS}, "
@@ -127,32 +167,19 @@ class Coordinator:
                 f"rebalance_timeout_ms {rebalance} is outside [{MIN_TIMEOUT_MS}, "
                 f"{MAX_REBALANCE_TIMEOUT_MS}]"
             )
-        if body.assignor is not None and body.assignor not in ASSIGNORS:
+        if request.assignor is not None and request.assignor not in ASSIGNORS:
             raise UnsupportedAssignorError(
-                f"assignor {body.assignor!r} is not one of {sorted(ASSIGNORS)}"
+                f"assignor {request.assignor!r} is not one of {sorted(ASSIGNORS)}"
             )
-        if body.member_epoch < -2:
-            raise InvalidRequestError(f"member_epoch {body.member_epoch} is not valid")
-        if body.member_epoch == JOIN_EPOCH and body.topics is None:
+        if request.member_epoch < -2:
+            raise InvalidRequestError(f"member_epoch {request.member_epoch} is not valid")
+        if request.member_epoch == JOIN_EPOCH and request.topics is None:
             raise InvalidRequestError("joining (member_epoch 0) needs topics")
-        if body.member_epoch != JOIN_EPOCH and not body.member_id:
+        if request.member_epoch != JOIN_EPOCH and not request.member_id:
             raise InvalidRequestError("member_id is required unless joining")
-        for topic in body.topics or ():
+        for topic in request.topics or ():
             if not TOPIC.fullmatch(topic):
                 raise InvalidRequestError(f"topic name {topic!r} is not valid")
-        owned = None
-        if body.owned is not None:
-            owned = {(o.topic, PartitionId(p)) for o in body.owned for p in o.partitions}
-        return HeartbeatRequest(
-            member_id=body.member_id,
-            member_epoch=MemberEpoch(body.member_epoch),
-            instance_id=body.instance_id,
-            topics=frozenset(body.topics) if body.topics is not None else None,
-            owned=owned,
-            session_timeout_ms=session,
-            rebalance_timeout_ms=rebalance,
-            assignor=body.assignor,
-        )
 
     async def _sizes(self, state: GroupState, extra: Iterable[str]) -> dict[str, int]:
         """Partition counts of every subscribed topic; the last known ones if brokers are down."""
@@ -165,35 +192,60 @@ class Coordinator:
 
     # --- membership ----------------------------------------------------------------------------
 
-    async def heartbeat(self, group_id: str, body: HeartbeatBody) -> HeartbeatResponse:
-        """Join, heartbeat (reconciling toward the target) or leave, in one atomic step.
+    async def heartbeat(
+        self,
+        group_id: str,
+        *,
+        member_id: str | None,
+        member_epoch: int,
+        instance_id: str | None = None,
+        topics: Collection[str] | None = None,
+        owned: Collection[TopicPartition] | None = None,
+        session_timeout_ms: int | None = None,
+        rebalance_timeout_ms: int | None = None,
+        assignor: str | None = None,
+        wait_ms: int = 0,
+    ) -> HeartbeatAnswer:
+        """Join (epoch 0), heartbeat (reconciling toward the target) or leave (-1, static -2),
+        in one atomic step.
 
-        With ``wait_ms``, an answer that would tell the member nothing new (same epoch, same
-        partitions as it reported owning) is held until the group changes or the wait ends, so
-        members hear of a rebalance at once instead of at their next heartbeat.
+        Timeouts left out (or 0) take the coordinator's session timeout and the default
+        rebalance timeout. With ``wait_ms``, an answer that would tell the member nothing new
+        (same epoch, same partitions as it reported owning) is held until the group changes or
+        the wait ends, so members hear of a rebalance at once instead of at their next heartbeat.
         """
         self._check_group_id(group_id)
-        request = self._request(body)
-        if not 0 <= body.wait_ms <= MAX_WAIT_MS:
-            raise InvalidTimeoutError(f"wait_ms {body.wait_ms} is outside [0, {MAX_WAIT_MS}]")
-        deadline = time.monotonic() + min(body.wait_ms, request.session_timeout_ms // 2) / 1000
+        request = HeartbeatRequest(
+            member_id=member_id,
+            member_epoch=MemberEpoch(member_epoch),
+            instance_id=instance_id,
+            topics=frozenset(topics) if topics is not None else None,
+            owned=set(owned) if owned is not None else None,
+            session_timeout_ms=session_timeout_ms or self.session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms or DEFAULT_REBALANCE_TIMEOUT_MS,
+            assignor=assignor,
+        )
+        self._check_request(request)
+        if not 0 <= wait_ms <= MAX_WAIT_MS:
+            raise InvalidTimeoutError(f"wait_ms {wait_ms} is outside [0, {MAX_WAIT_MS}]")
+        deadline = time.monotonic() + min(wait_ms, request.session_timeout_ms // 2) / 1000
         while True:
             change = None
             if self.changes is not None and request.member_id is not None:
                 change = self.changes.watch(group_id, request.member_id)
-            response = await self._heartbeat_once(group_id, request)
+            answer = await self._heartbeat_once(group_id, request)
             remaining = deadline - time.monotonic()
-            news = response.member_epoch != request.member_epoch or request.owned != {
-                (a.topic, PartitionId(p)) for a in response.assignment for p in a.partitions
-            }
+            news = answer.member_epoch != request.member_epoch or request.owned != set(
+                answer.assignment
+            )
             if news or remaining <= 0 or change is None:
-                return response
+                return answer
             if not await GroupChanges.wait(change, remaining):
-                return response
+                return answer
             # Changes come in bursts (a join moves many members); let one settle first.
             await asyncio.sleep(WAKE_COALESCE_S)
 
-    async def _heartbeat_once(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResponse:
+    async def _heartbeat_once(self, group_id: str, request: HeartbeatRequest) -> HeartbeatAnswer:
         fast = await self._fast_heartbeat(group_id, request)
         if fast is not None:
             metrics.HEARTBEATS.inc()
@@ -203,7 +255,7 @@ class Coordinator:
             now = now_ms()
             fenced = request.member_id is not None and request.member_id not in state.members
             if fenced and request.member_epoch != JOIN_EPOCH:
-                fenced = await self.store.is_fenced(group_id, request.member_id)
+                fenced = await self.group_store.is_fenced(group_id, request.member_id)
             admitted = state.admit(request, now, fenced)
 
             async def finish() -> HeartbeatResult:
@@ -216,24 +268,19 @@ class Coordinator:
 
             return finish
 
-        answer, state = await self.store.transact_phased(group_id, operation)
-        result = cast(HeartbeatResult, answer)
+        applied = await self.group_store.transact_phased(group_id, operation)
+        result, state = cast(HeartbeatResult, applied.result), applied.state
         self._subscriptions[group_id] = frozenset(state.subscribed_topics)
         self._observe(state, joined=request.member_epoch == JOIN_EPOCH)
         interval = self.heartbeat_interval_ms
         if result.reconciling:
             interval = min(interval, RECONCILING_HEARTBEAT_MS)
-        return HeartbeatResponse(
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-            heartbeat_interval_ms=interval,
-            assignment=as_topic_partitions(result.assignment),
-        )
+        return HeartbeatAnswer(result.member_id, result.member_epoch, interval, result.assignment)
 
     async def _fast_heartbeat(
         self, group_id: str, request: HeartbeatRequest
-    ) -> HeartbeatResponse | None:
-        """The steady-state path: a stable member reporting nothing new (see the store)."""
+    ) -> HeartbeatAnswer | None:
+        """The steady-state path: a stable member reporting nothing new (``store.liveness``)."""
         subscribed = self._subscriptions.get(group_id)
         if request.member_epoch <= 0 or request.member_id is None or subscribed is None:
             return None
@@ -241,25 +288,24 @@ class Coordinator:
             sizes = await self.metadata.partition_counts(subscribed)
         except BrokersUnavailableError:
             return None
-        member = await self.store.fast_heartbeat(
-            group_id,
-            request.member_id,
-            request.member_epoch,
-            now_ms(),
-            request.owned,
-            request.topics,
-            request.session_timeout_ms,
-            request.rebalance_timeout_ms,
-            request.instance_id,
-            {t: n for t, n in sizes.items() if n > 0},
+        member = await self.liveness.fast_heartbeat(
+            FastHeartbeat(
+                group_id=group_id,
+                member_id=request.member_id,
+                member_epoch=request.member_epoch,
+                now_ms=now_ms(),
+                owned=request.owned,
+                topics=request.topics,
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                instance_id=request.instance_id,
+                sizes={t: n for t, n in sizes.items() if n > 0},
+            )
         )
         if member is None:
             return None
-        return HeartbeatResponse(
-            member_id=member.member_id,
-            member_epoch=member.epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
-            assignment=as_topic_partitions(member.assigned),
+        return HeartbeatAnswer(
+            member.member_id, member.epoch, self.heartbeat_interval_ms, member.assigned
         )
 
     def _observe(self, state: GroupState, joined: bool = False) -> None:
@@ -281,21 +327,21 @@ class Coordinator:
             return 0
         now = now_ms()
         expired = 0
-        for group_id in await self.store.due_groups(now):
+        for group_id in await self.liveness.due_groups(now):
 
             async def operation(state: GroupState) -> None:
                 if state.expire(now):
                     state.refresh_topics(await self._sizes(state, ()))
                     state.compute_target()
 
-            _, state = await self.store.transact(group_id, operation)
+            state = (await self.group_store.transact(group_id, operation)).state
             expired += len(state.expired)
             if state.expired:
                 log.info("group %s: expired %s", group_id, state.expired)
                 metrics.EXPIRATIONS.inc(len(state.expired))
                 metrics.REBALANCES.inc(state.rebalances)
             # Entries of members that are gone (group deleted, member replaced) are dropped here.
-            await self.store.prune_deadlines(group_id, now, state.members)
+            await self.liveness.prune_deadlines(group_id, now, state.members)
         return expired
 
     async def run_sweeper(self, interval_s: float) -> None:
@@ -311,156 +357,133 @@ class Coordinator:
 
     # --- offsets -------------------------------------------------------------------------------
 
-    async def _check_offsets(self, entries: list[tuple[str, PartitionId, Offset]]) -> None:
+    async def _check_offsets(self, entries: Sequence[PartitionOffset]) -> None:
         """Reject negative offsets, unknown partitions and offsets beyond the log end."""
-        for topic, partition, offset in entries:
-            if offset < 0 or partition < 0:
+        for e in entries:
+            if e.offset < 0 or e.partition < 0:
                 raise InvalidCommitOffsetError(
-                    f"{topic}/{partition}: offset {offset} and partition must not be negative"
+                    f"{e.topic}/{e.partition}: offset {e.offset} and partition must not be negative"
                 )
-        for topic, partition, offset in entries:
-            info = await self.metadata.require(topic, partition)
-            if offset > info.end[partition]:
+        for e in entries:
+            info = await self.metadata.require(e.topic, e.partition)
+            if e.offset > info.end[e.partition]:
                 # The cache may be behind the log; only a fresh answer can reject the commit.
-                info = await self.metadata.require(topic, partition, fresh=True)
-                if offset > info.end[partition]:
+                info = await self.metadata.require(e.topic, e.partition, fresh=True)
+                if e.offset > info.end[e.partition]:
                     raise InvalidCommitOffsetError(
-                        f"{topic}/{partition}: offset {offset} is beyond the log end "
-                        f"{info.end[partition]}"
+                        f"{e.topic}/{e.partition}: offset {e.offset} is beyond the log end "
+                        f"{info.end[e.partition]}"
                     )
 
-    async def commit(self, group_id: str, body: CommitBody) -> None:
-        """Store offsets from the partitions' current owner (or for a group without members)."""
+    async def commit(
+        self,
+        group_id: str,
+        offsets: Sequence[PartitionOffset],
+        *,
+        member_id: str | None,
+        member_epoch: int,
+    ) -> None:
+        """Store offsets from the partitions' current owner, or for a group without members
+        (no ``member_id``, epoch -1)."""
         self._check_group_id(group_id)
-        entries = [(o.topic, PartitionId(o.partition), Offset(o.offset)) for o in body.offsets]
-        await self._check_offsets(entries)
-        if body.member_id is None and body.member_epoch != LEAVE_EPOCH:
+        await self._check_offsets(offsets)
+        if member_id is None and member_epoch != LEAVE_EPOCH:
             raise InvalidRequestError("member_epoch needs a member_id")
-        await self.store.commit(
+        await self.offset_store.commit(
             group_id,
-            body.member_id,
-            MemberEpoch(body.member_epoch),
-            [
-                (o.topic, PartitionId(o.partition), Offset(o.offset), o.metadata)
-                for o in body.offsets
-            ],
-            now_ms(),
+            offsets,
+            member_id=member_id,
+            member_epoch=MemberEpoch(member_epoch),
+            now_ms=now_ms(),
         )
-        metrics.OFFSET_COMMITS.inc(len(body.offsets))
+        metrics.OFFSET_COMMITS.inc(len(offsets))
 
-    async def offsets(self, group_id: str) -> GroupOffsets:
+    async def offsets(self, group_id: str) -> list[CommittedOffset]:
+        """The group's committed offsets, sorted by topic and partition."""
         self._check_group_id(group_id)
-        if not await self.store.exists(group_id):
+        if not await self.group_store.exists(group_id):
             raise GroupNotFoundError(f"group {group_id} not found")
-        committed = await self.store.committed(group_id)
-        return GroupOffsets(
-            group_id=group_id,
-            offsets=[
-                CommittedOffsetModel(
-                    topic=c.topic,
-                    partition=c.partition,
-                    offset=c.offset,
-                    metadata=c.metadata,
-                    commit_timestamp=c.commit_timestamp,
-                )
-                for c in committed
-            ],
-        )
+        return await self.offset_store.committed(group_id)
 
-    async def reset(self, group_id: str, body: ResetBody) -> GroupOffsets:
-        """Set committed offsets of a group without members (earliest/latest/timestamp/explicit)."""
+    async def reset(
+        self,
+        group_id: str,
+        strategy: ResetStrategy,
+        *,
+        topics: Sequence[str] = (),
+        timestamp: int | None = None,
+        offsets: Sequence[PartitionOffset] = (),
+    ) -> list[CommittedOffset]:
+        """Set committed offsets of a group without members; returns all its offsets.
+
+        ``earliest`` / ``latest`` / ``timestamp`` apply to every partition of ``topics``;
+        ``explicit`` sets exactly ``offsets``.
+        """
         self._check_group_id(group_id)
-        state = await self.store.load(group_id)
+        state = await self.group_store.load(group_id)
         if state.members:
             raise GroupNotEmptyError(
                 f"group {group_id} has {len(state.members)} members; stop them before a reset"
             )
-        targets: list[tuple[str, PartitionId, Offset]] = []
-        if body.strategy == "explicit":
-            if not body.offsets:
+        targets: list[PartitionOffset] = []
+        if strategy == "explicit":
+            if not offsets:
                 raise InvalidResetError("strategy explicit needs offsets")
-            entries = [(o.topic, PartitionId(o.partition), Offset(o.offset)) for o in body.offsets]
-            await self._check_offsets(entries)
-            targets = entries
+            await self._check_offsets(offsets)
+            targets = list(offsets)
         else:
-            if not body.topics:
-                raise InvalidResetError(f"strategy {body.strategy} needs topics")
-            if body.strategy == "timestamp" and body.timestamp is None:
+            if not topics:
+                raise InvalidResetError(f"strategy {strategy} needs topics")
+            if strategy == "timestamp" and timestamp is None:
                 raise InvalidResetError("strategy timestamp needs timestamp")
-            for topic in body.topics:
+            for topic in topics:
                 info = await self.metadata.topic(topic, fresh=True)
                 if info is None:
                     raise InvalidResetError(f"topic {topic} does not exist")
                 for partition, end in sorted(info.end.items()):
-                    if body.strategy == "earliest":
+                    if strategy == "earliest":
                         offset = info.beginning[partition]
-                    elif body.strategy == "latest":
+                    elif strategy == "latest":
                         offset = end
                     else:
-                        assert body.timestamp is not None
-                        found = await self.metadata.offset_for_time(
-                            topic, partition, body.timestamp
-                        )
+                        assert timestamp is not None
+                        found = await self.metadata.offset_for_time(topic, partition, timestamp)
                         offset = end if found is None else found
-                    targets.append((topic, partition, offset))
-        await self.store.replace_offsets(group_id, targets, now_ms())
+                    targets.append(PartitionOffset(topic, partition, offset))
+        await self.offset_store.replace(group_id, targets, now_ms())
         return await self.offsets(group_id)
 
     # --- admin ---------------------------------------------------------------------------------
 
-    async def describe(self, group_id: str) -> GroupDescription:
+    async def _existing(self, group_id: str) -> GroupState:
+        """The group's state; GroupNotFoundError unless it has state or committed offsets."""
         self._check_group_id(group_id)
-        state = await self.store.load(group_id)
-        if not state.exists and not await self.store.exists(group_id):
+        state = await self.group_store.load(group_id)
+        if not state.exists and not await self.group_store.exists(group_id):
             raise GroupNotFoundError(f"group {group_id} not found")
-        members = [
-            MemberDescription(
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                member_epoch=m.epoch,
-                topics=sorted(m.topics),
-                assignment=as_topic_partitions(m.assigned),
-                revoking=as_topic_partitions(m.revoking),
-                target=as_topic_partitions(m.target),
-                session_timeout_ms=m.session_timeout_ms,
-                last_heartbeat_ms=m.last_heartbeat_ms,
-            )
-            for m in sorted(state.members.values(), key=lambda m: m.member_id)
-        ]
-        return GroupDescription(
-            group_id=group_id,
-            state=state.status,
-            epoch=state.epoch,
-            assignment_epoch=state.assignment_epoch,
-            assignor=state.assignor,
-            topics=state.topics,
-            members=members,
-        )
+        return state
 
-    async def list_groups(self) -> list[GroupSummary]:
-        out = []
-        for group_id in await self.store.list_groups():
-            state = await self.store.load(group_id)
-            out.append(
-                GroupSummary(
-                    group_id=group_id,
-                    state=state.status,
-                    epoch=state.epoch,
-                    members=len(state.members),
-                )
-            )
-        return out
+    async def describe(self, group_id: str) -> GroupState:
+        """State, epochs, members and assignment of a group."""
+        return await self._existing(group_id)
+
+    async def group_ids(self) -> list[str]:
+        """Ids of every group that exists, sorted."""
+        return await self.group_store.group_ids()
+
+    async def list_groups(self) -> list[GroupState]:
+        """Every group that exists, sorted by id."""
+        return [await self.group_store.load(g) for g in await self.group_store.group_ids()]
 
     async def lag(self, group_id: str, *, fresh: bool = True) -> GroupLag:
         """Committed offset vs. log end for every partition subscribed to or committed.
 
         ``fresh=False`` accepts end offsets from the metadata cache (the lag gauges' refresh).
         """
-        self._check_group_id(group_id)
-        state = await self.store.load(group_id)
-        if not state.exists and not await self.store.exists(group_id):
-            raise GroupNotFoundError(f"group {group_id} not found")
-        committed = {(c.topic, c.partition): c.offset for c in await self.store.committed(group_id)}
+        state = await self._existing(group_id)
+        committed = {
+            (c.topic, c.partition): c.offset for c in await self.offset_store.committed(group_id)
+        }
         owners = state.owners()
         topics = sorted(state.subscribed_topics | {t for t, _ in committed})
         rows = []
@@ -475,7 +498,7 @@ class Coordinator:
                     PartitionLag(
                         topic=topic,
                         partition=partition,
-                        member_id=owners.get((topic, partition)),
+                        member_id=owners.get(TopicPartition(topic, partition)),
                         committed_offset=offset,
                         end_offset=end,
                         lag=max(0, end - base),
@@ -484,5 +507,6 @@ class Coordinator:
         return GroupLag(group_id=group_id, total_lag=sum(r.lag for r in rows), partitions=rows)
 
     async def delete(self, group_id: str) -> None:
+        """Delete a group without members, with its offsets."""
         self._check_group_id(group_id)
-        await self.store.delete(group_id)
+        await self.group_store.delete(group_id)

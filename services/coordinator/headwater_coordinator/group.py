@@ -1,7 +1,8 @@
 """The consumer-group state machine: membership, epochs, target assignment and reconciliation.
 
-Pure domain logic over one group's state; ``headwater_coordinator.store`` loads it from Redis,
-applies one operation and writes it back atomically, so no coordinator process keeps any of it.
+Pure domain logic over one group's state; ``headwater_coordinator.store.groups`` loads it from
+Redis, applies a batch of operations and writes it back atomically, so no coordinator process
+keeps any of it.
 
 Epochs (after Kafka's KIP-848):
 
@@ -28,8 +29,9 @@ from headwater.groups.errors import (
     FencedMemberEpochError,
     UnknownMemberError,
 )
-from headwater.types import GroupEpoch, MemberEpoch, PartitionId
-from headwater_coordinator.assignor import ASSIGNORS, MemberSubscription, TopicPartition
+from headwater.topic_partition import TopicPartition
+from headwater.types import GroupEpoch, MemberEpoch
+from headwater_coordinator.assignor import ASSIGNORS, DEFAULT_ASSIGNOR, MemberSubscription
 
 JOIN_EPOCH = MemberEpoch(0)
 LEAVE_EPOCH = MemberEpoch(-1)
@@ -45,7 +47,12 @@ def encode_partitions(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
 
 
 def decode_partitions(raw: Mapping[str, Iterable[int]]) -> set[TopicPartition]:
-    return {(topic, PartitionId(int(p))) for topic, ps in raw.items() for p in ps}
+    """The inverse of :func:`encode_partitions`."""
+    # tuple.__new__ skips NamedTuple's Python-level __new__ (and PartitionId, the identity at run
+    # time): a rebalance decodes every member's partitions, and this keeps that as cheap as it
+    # was with plain tuples (calling TopicPartition costs more than twice as much).
+    new = tuple.__new__
+    return {new(TopicPartition, (topic, p)) for topic, ps in raw.items() for p in ps}
 
 
 class Member:
@@ -57,6 +64,7 @@ class Member:
 
     def __init__(
         self,
+        *,
         member_id: str,
         instance_id: str | None,
         epoch: MemberEpoch,
@@ -217,7 +225,7 @@ class GroupState:
     group_id: str
     epoch: GroupEpoch = field(default_factory=lambda: GroupEpoch(0))
     assignment_epoch: GroupEpoch = field(default_factory=lambda: GroupEpoch(0))
-    assignor: str = "uniform"
+    assignor: str = DEFAULT_ASSIGNOR
     topics: dict[str, int] = field(default_factory=dict)
     created_ms: int = 0
     members: dict[str, Member] = field(default_factory=dict)
@@ -408,6 +416,7 @@ class GroupState:
         request: HeartbeatRequest,
         now_ms: int,
         sizes: Mapping[str, int],
+        *,
         fenced: bool = False,
         expire: bool = True,
     ) -> HeartbeatResult:
@@ -420,12 +429,12 @@ class GroupState:
         """
         admitted = self.admit(request, now_ms, fenced)
         if isinstance(admitted, HeartbeatResult):
-            self.after_leave(admitted, now_ms, sizes, expire)
+            self.after_leave(admitted, now_ms, sizes, expire=expire)
             return admitted
-        return self.settle(admitted, request, now_ms, sizes, expire)
+        return self.settle(admitted, request, now_ms, sizes, expire=expire)
 
     def after_leave(
-        self, left: HeartbeatResult, now_ms: int, sizes: Mapping[str, int], expire: bool = True
+        self, left: HeartbeatResult, now_ms: int, sizes: Mapping[str, int], *, expire: bool = True
     ) -> None:
         """Settle the group after a leave (a static leave keeps everything as it is)."""
         if left.member_epoch == LEAVE_EPOCH:
@@ -474,6 +483,7 @@ class GroupState:
         request: HeartbeatRequest,
         now_ms: int,
         sizes: Mapping[str, int],
+        *,
         expire: bool = True,
     ) -> HeartbeatResult:
         """The assignment half: expire, refresh topics, compute the target, reconcile."""

@@ -29,7 +29,7 @@ class LagGauges:
         """Recompute every group; a group whose lag cannot be computed keeps its last values."""
         errors: list[str] = []
         try:
-            group_ids = await self.coordinator.store.list_groups()
+            group_ids = await self.coordinator.group_ids()
         except Exception as exc:
             self._report([f"listing groups: {type(exc).__name__}: {exc}"])
             return

@@ -141,12 +141,6 @@ class BrokerMetadata:
             raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
         return info
 
-    async def topic_names(self) -> list[str]:
-        response = await self._get("/topics")
-        response.raise_for_status()
-        names: list[str] = response.json()
-        return names
-
     async def offset_for_time(
         self, topic: str, partition: PartitionId, timestamp_ms: int
     ) -> Offset | None:

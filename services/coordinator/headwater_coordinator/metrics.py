@@ -23,7 +23,7 @@ GROUP_MEMBERS = Gauge(
     "Members of a group as last seen by this process",
     ["group"],
 )
-# Lag gauges are refreshed by a background task (services/coordinator/lag_gauges.py), never
+# Lag gauges are refreshed by a background task (headwater_coordinator.lag_gauges), never
 # computed in the scrape. Every coordinator process exports its own copy: dashboards take max().
 CONSUMER_LAG = Gauge(
     "headwater_coordinator_consumer_lag",

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
@@ -44,7 +43,7 @@ def free_loopback_port() -> int:
 
 
 class PrivateRedis:
-    """Start on ``__enter__`` (waits until it answers PING), stop on ``__exit__``."""
+    """``start()`` returns once the server answers PING; ``stop()`` ends it, flushing its file."""
 
     def __init__(self, data_dir: Path, executable: str | None = None) -> None:
         self.data_dir = data_dir.resolve()
@@ -110,14 +109,3 @@ class PrivateRedis:
                 self.process.kill()
                 self.process.wait()
         self.socket.unlink(missing_ok=True)
-
-    def __enter__(self) -> PrivateRedis:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_settings import SettingsConfigDict
 
-from headwater_kernel.service import ServiceSettings
+from headwater_kernel.settings import ServiceSettings
 
 
 class CoordinatorSettings(ServiceSettings):

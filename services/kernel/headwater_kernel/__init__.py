@@ -1,1 +1,15 @@
-"""The server kernel every service shares: app factory, errors, health, metrics, logs, settings."""
+"""The server kernel every service shares: app factory, errors, health, telemetry, settings.
+
+One module per job, imported directly (nothing is re-exported here)::
+
+    settings.py       ServiceSettings (pydantic-settings only: a domain core may import it)
+    app.py            create_service_app: the FastAPI app with everything below wired in
+    errors.py         error_response, install_error_handlers: errors as {"error_code", "message"}
+    health.py         GET /healthz, GET /readyz
+    telemetry.py      request ids, per-route HTTP metrics, access lines, GET /metrics
+    body.py           JSONBody, the orjson response class
+    server.py         serve: run an app under uvicorn
+    metrics.py        the HTTP metrics and their Prometheus exposition
+    logs.py           JSON (or console) log lines carrying the request id
+    local_service.py  a service as a local process (headwater up, tests, benchmarks)
+"""

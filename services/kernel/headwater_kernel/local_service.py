@@ -1,4 +1,4 @@
-"""Services as local processes: start ``python -m services.<name>``, wait for health, stop or kill.
+"""Services as local processes: start ``python -m headwater_<name>``, wait for health, stop or kill.
 
 ``headwater up``, the demo, the benchmarks and the tests all run services this way, so a container's
 command is exercised as a plain process everywhere.

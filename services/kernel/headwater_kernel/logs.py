@@ -8,9 +8,9 @@ in domain code come out the same way. A line looks like::
      "message": "request", "request_id": "4f1c...", "method": "POST", "status": 200, ...}
 
 ``request_id`` is read from :data:`request_id` (a context variable the request middleware in
-:mod:`headwater_kernel.service` sets for the duration of each request), so a log call deep in domain
-code is tied to the request that caused it without passing anything down. Extra fields given with
-``log.info(..., extra={"topic": t})`` become top-level keys.
+:mod:`headwater_kernel.telemetry` sets for the duration of each request), so a log call deep in
+domain code is tied to the request that caused it without passing anything down. Extra fields
+given with ``log.info(..., extra={"topic": t})`` become top-level keys.
 
 On a terminal (``make up`` in the foreground) lines are short and readable instead:
 ``21:40:00 INFO  broker  headwater.broker: created topic orders [4f1c...]``.

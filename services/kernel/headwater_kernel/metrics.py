@@ -1,7 +1,7 @@
 """HTTP request metrics every service exports, and the Prometheus text exposition of ``/metrics``.
 
 Everything lives in prometheus_client's default registry, so the domain metrics a service defines
-at module level in its own ``services/<name>/metrics.py`` appear on the same ``/metrics`` page as
+at module level in its own ``headwater_<name>/metrics.py`` appear on the same ``/metrics`` page as
 these, next to the process and GC collectors prometheus_client registers by default.
 
 Exported here::

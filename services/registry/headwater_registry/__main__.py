@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from headwater_kernel.service import serve
+from headwater_kernel.server import serve
 from headwater_registry.app import create_app
 from headwater_registry.settings import RegistrySettings
 

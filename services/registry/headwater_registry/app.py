@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
-from headwater.registry.errors import REGISTRY, UnprocessableEntityError
-from headwater_kernel.service import create_service_app
+from headwater.registry.errors import UnprocessableEntityError
+from headwater_kernel.app import create_service_app
 from headwater_registry.api import compatibility, config, contexts, mode, schemas, subjects
 from headwater_registry.api.media import MEDIA_TYPE
 from headwater_registry.api.rewrite import RequestRewrite
@@ -41,15 +40,11 @@ def create_app(settings: RegistrySettings) -> FastAPI:
         finally:
             registry.close()
 
-    async def ready() -> tuple[bool, dict[str, Any]]:
-        return await registry.ready()
-
     app = create_service_app(
         title="Headwater schema registry",
         description=_DESCRIPTION,
-        family=REGISTRY,
         lifespan=lifespan,
-        ready=ready,
+        ready=registry.ready,
         media_type=MEDIA_TYPE,
         validation_error=UnprocessableEntityError,
     )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,32 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import ROOT, unique
+from tests.support import ROOT, port_offset_with_free_ports, unique
 
 pytestmark = pytest.mark.e2e
-
-
-def port_offset_with_free_ports() -> int:
-    """An offset that moves 8081, 8082 and 8090 onto free ports below the ephemeral range.
-
-    Ports from the kernel's ephemeral range (32768+) may be taken at any moment by an outgoing
-    connection's local end, so the offsets stay below it.
-    """
-    rng = random.Random()
-    for _ in range(200):
-        offset = rng.randrange(20000, 24000)
-        if all(_bindable(port + offset) for port in (8081, 8082, 8090)):
-            return offset
-    raise RuntimeError("no free port range found")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

@@ -70,7 +70,7 @@ def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") 
     raise AssertionError(f"timed out waiting for {what or check}")
 
 
-def produce(platform: Platform, topic: str, partitions: int, start: int, count: int) -> None:
+def produce(platform: Platform, topic: str, partitions: int, *, start: int, count: int) -> None:
     with Producer({"bootstrap.servers": platform.broker.url}) as producer:
         for i in range(start, start + count):
             producer.produce(topic, b"v%d" % i, partition=i % partitions)
@@ -128,7 +128,7 @@ def test_failover_restart_and_at_least_once(platform: Platform) -> None:
     topic, group, partitions = unique("orders"), unique("billing"), 12
     with AdminClient({"bootstrap.servers": platform.broker.url}) as admin:
         admin.create_topic(topic, partitions)
-    produce(platform, topic, partitions, 0, 1200)
+    produce(platform, topic, partitions, start=0, count=1200)
     client = CoordinatorClient(platform.coordinator.url)
     members = [start_member(platform, topic, group, n) for n in range(3)]
     try:
@@ -149,12 +149,12 @@ def test_failover_restart_and_at_least_once(platform: Platform) -> None:
         assert sorted(len(o) for o in owned) == [6, 6]
         assert set().union(*owned) == {(topic, p) for p in range(partitions)}
 
-        produce(platform, topic, partitions, 1200, 1200)
+        produce(platform, topic, partitions, start=1200, count=1200)
         # Restart the coordinator mid-run: state is in Redis, the group carries on with the
         # same members (its start-up grace keeps them from expiring while it was down).
         platform.coordinator.stop()
         time.sleep(SESSION_MS / 1000)
-        produce(platform, topic, partitions, 2400, 600)
+        produce(platform, topic, partitions, start=2400, count=600)
         platform.coordinator.start()
         wait_until(
             lambda: (

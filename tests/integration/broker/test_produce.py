@@ -218,6 +218,20 @@ async def test_unknown_topic_and_partition(tmp_path: Path) -> None:
         )
 
 
+async def test_a_missing_topic_or_partition_is_reported_before_a_malformed_body(
+    tmp_path: Path,
+) -> None:
+    async with broker(tmp_path) as client:
+        headers = {"content-type": KAFKA_JSON}
+        missing = await client.post("/topics/nope", content=b'{"records": [', headers=headers)
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 40401)
+        topic = await make_topic(client)
+        bad_partition = await client.post(
+            f"/topics/{topic}/partitions/5", content=b"[]", headers=headers
+        )
+        assert (bad_partition.status_code, bad_partition.json()["error_code"]) == (404, 40402)
+
+
 async def test_auto_create_topics(tmp_path: Path) -> None:
     async with broker(tmp_path, auto_create_topics=True, default_partitions=2) as client:
         topic = unique("auto")

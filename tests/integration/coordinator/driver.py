@@ -7,10 +7,13 @@ from collections.abc import Iterable, Mapping
 
 from redis.asyncio import Redis
 
+from headwater.topic_partition import TopicPartition
 from headwater.types import MemberEpoch, Offset, PartitionId
-from headwater_coordinator.assignor import TopicPartition
 from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult
-from headwater_coordinator.store import GroupStore
+from headwater_coordinator.store.groups import GroupStore
+from headwater_coordinator.store.keyspace import Keyspace
+from headwater_coordinator.store.liveness import FastHeartbeat, Liveness
+from headwater_coordinator.store.offsets import OffsetStore, PartitionOffset
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 SESSION_MS = 10_000
@@ -22,7 +25,10 @@ class StoreDriver:
     def __init__(self, prefix: str, retention_ms: int = 60_000) -> None:
         self.loop = asyncio.new_event_loop()
         self.redis = Redis.from_url(REDIS_URL)
-        self.store = GroupStore(self.redis, prefix, retention_ms)
+        self.keys = Keyspace(prefix)
+        self.groups = GroupStore(self.redis, self.keys, retention_ms)
+        self.offsets = OffsetStore(self.redis, self.keys, retention_ms)
+        self.liveness = Liveness(self.redis, self.keys)
         self.sizes: dict[str, int] = {}
         self.fast_heartbeats = 0
 
@@ -58,17 +64,19 @@ class StoreDriver:
             # The coordinator's fast path first, as Coordinator.heartbeat does.
             subscribed = self.load(group).subscribed_topics
             member = self.loop.run_until_complete(
-                self.store.fast_heartbeat(
-                    group,
-                    member_id,
-                    epoch,
-                    now,
-                    request.owned,
-                    request.topics,
-                    session_ms,
-                    60_000,
-                    instance_id,
-                    {t: n for t, n in self.sizes.items() if t in subscribed and n > 0},
+                self.liveness.fast_heartbeat(
+                    FastHeartbeat(
+                        group_id=group,
+                        member_id=member_id,
+                        member_epoch=MemberEpoch(epoch),
+                        now_ms=now,
+                        owned=request.owned,
+                        topics=request.topics,
+                        session_timeout_ms=session_ms,
+                        rebalance_timeout_ms=60_000,
+                        instance_id=instance_id,
+                        sizes={t: n for t, n in self.sizes.items() if t in subscribed and n > 0},
+                    )
                 )
             )
             if member is not None:
@@ -76,11 +84,10 @@ class StoreDriver:
                 return HeartbeatResult(member.member_id, member.epoch, member.assigned, False)
 
         async def operation(state: GroupState) -> HeartbeatResult:
-            fenced = await self.store.is_fenced(group, member_id)
+            fenced = await self.groups.is_fenced(group, member_id)
             return state.heartbeat(request, now, self.sizes, fenced=fenced)
 
-        result, _ = self.loop.run_until_complete(self.store.transact(group, operation))
-        return result
+        return self.loop.run_until_complete(self.groups.transact(group, operation)).result
 
     def sweep(self, group: str, now: int) -> list[str]:
         async def operation(state: GroupState) -> list[str]:
@@ -90,11 +97,10 @@ class StoreDriver:
                 state.compute_target()
             return gone
 
-        gone, _ = self.loop.run_until_complete(self.store.transact(group, operation))
-        return gone
+        return self.loop.run_until_complete(self.groups.transact(group, operation)).result
 
     def load(self, group: str) -> GroupState:
-        return self.loop.run_until_complete(self.store.load(group))
+        return self.loop.run_until_complete(self.groups.load(group))
 
     def commit(
         self,
@@ -102,15 +108,18 @@ class StoreDriver:
         member_id: str | None,
         epoch: int,
         offsets: Mapping[tuple[str, int], int],
+        *,
         now: int = 0,
     ) -> None:
-        entries = [(t, PartitionId(p), Offset(o), "") for (t, p), o in offsets.items()]
+        entries = [PartitionOffset(t, PartitionId(p), Offset(o)) for (t, p), o in offsets.items()]
         self.loop.run_until_complete(
-            self.store.commit(group, member_id, MemberEpoch(epoch), entries, now)
+            self.offsets.commit(
+                group, entries, member_id=member_id, member_epoch=MemberEpoch(epoch), now_ms=now
+            )
         )
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        rows = self.loop.run_until_complete(self.store.committed(group))
+        rows = self.loop.run_until_complete(self.offsets.committed(group))
         return {(c.topic, int(c.partition)): int(c.offset) for c in rows}
 
 
@@ -121,3 +130,40 @@ def assert_no_double_owner(state: GroupState) -> None:
         for tp in member.owned:
             assert tp not in seen, f"{tp} owned by {seen[tp]} and {member.member_id}"
             seen[tp] = member.member_id
+
+
+class Client:
+    """A member as a well-behaved consumer runs it: reports what it owns, adopts its answer."""
+
+    def __init__(self, driver: StoreDriver, group: str, topics: set[str], **kw: object) -> None:
+        self.driver, self.group, self.topics, self.kw = driver, group, topics, kw
+        self.member_id: str | None = None
+        self.epoch = 0
+        self.owned: set[TopicPartition] = set()
+
+    def beat(self, now: int) -> HeartbeatResult:
+        result = self.driver.heartbeat(
+            self.group,
+            now=now,
+            epoch=self.epoch,
+            member_id=self.member_id,
+            topics=self.topics,
+            owned=self.owned,
+            **self.kw,  # type: ignore[arg-type]  # instance_id / session_ms pass-through
+        )
+        self.member_id, self.epoch, self.owned = (
+            result.member_id,
+            result.member_epoch,
+            set(result.assignment),
+        )
+        return result
+
+
+def settle(clients: list[Client], now: int, rounds: int = 6) -> None:
+    for _ in range(rounds):
+        for c in clients:
+            c.beat(now)
+
+
+def all_partitions(topic: str, n: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, PartitionId(p)) for p in range(n)}

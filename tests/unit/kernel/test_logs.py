@@ -10,9 +10,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from headwater.errors import BROKER
 from headwater_kernel import logs
-from headwater_kernel.service import create_service_app
+from headwater_kernel.app import create_service_app
 
 
 @pytest.fixture
@@ -84,7 +83,7 @@ def test_configure_twice_does_not_duplicate_lines(captured: io.StringIO) -> None
 
 
 def test_log_lines_inside_a_request_carry_its_id(captured: io.StringIO) -> None:
-    app = create_service_app(title="logs test", description="tiny app", family=BROKER)
+    app = create_service_app(title="logs test", description="tiny app")
 
     @app.get("/logs-hello")
     async def hello() -> dict[str, str]:

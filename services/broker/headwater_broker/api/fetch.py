@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-from typing import Annotated, Any
+from typing import Annotated
 
-import orjson
 from fastapi import APIRouter, Query, Request, Response
 
-from headwater.records.batch import Record
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep
+from headwater_broker.api.embedded import render_records
 from headwater_broker.api.media import (
     BATCHES,
     JSON,
@@ -18,7 +16,7 @@ from headwater_broker.api.media import (
     KAFKA_JSON,
     negotiate,
 )
-from headwater_kernel.service import JSONBody
+from headwater_kernel.body import JSONBody
 
 router = APIRouter(
     default_response_class=JSONBody,
@@ -29,38 +27,6 @@ router = APIRouter(
 _JSON_TYPES = (JSON, KAFKA_JSON, KAFKA_BINARY)
 _OFFERED = (*_JSON_TYPES, BATCHES)
 _RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/FetchedRecord"}}
-
-
-def _json_value(data: bytes | None) -> Any:
-    """Embedded json format: the JSON value, or the text itself for bytes that are not JSON."""
-    if data is None:
-        return None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return data.decode("utf-8", "replace")
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def render_records(topic: str, partition: int, records: list[Record], binary: bool) -> list[Any]:
-    """REST Proxy v2 consumer records; binary = base64 keys, values and header values."""
-    value = _b64 if binary else _json_value
-    header = _b64 if binary else (lambda v: None if v is None else v.decode("utf-8", "replace"))
-    return [
-        {
-            "topic": topic,
-            "key": value(r.key),
-            "value": value(r.value),
-            "partition": partition,
-            "offset": r.offset,
-            "timestamp": r.timestamp,
-            "headers": [{"key": k, "value": header(v)} for k, v in r.headers],
-        }
-        for r in records
-    ]
 
 
 @router.get(

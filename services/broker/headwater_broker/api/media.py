@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -14,7 +13,8 @@ from headwater.errors import (
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
-from headwater_kernel.service import error_response
+from headwater_broker.api.embedded import EmbeddedFormat
+from headwater_kernel.errors import error_response
 
 JSON = "application/json"
 KAFKA_JSON = "application/vnd.kafka.json.v2+json"
@@ -23,7 +23,7 @@ KAFKA_V2 = "application/vnd.kafka.v2+json"
 BATCHES = "application/vnd.headwater.batches"
 OCTET_STREAM = "application/octet-stream"
 
-EMBEDDED_FORMATS: dict[str, Literal["json", "binary"]] = {
+EMBEDDED_FORMATS: dict[str, EmbeddedFormat] = {
     JSON: "json",
     KAFKA_JSON: "json",
     KAFKA_BINARY: "binary",

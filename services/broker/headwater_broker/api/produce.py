@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from headwater.errors import InvalidRequestError
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
+from headwater_broker.api.embedded import ProduceBody
 from headwater_broker.api.media import (
     BATCH_TYPES,
     BATCHES,
@@ -18,7 +19,7 @@ from headwater_broker.api.media import (
     require_content_type,
 )
 from headwater_broker.broker import Broker
-from headwater_kernel.service import JSONBody
+from headwater_kernel.body import JSONBody
 
 router = APIRouter(
     default_response_class=JSONBody,
@@ -50,7 +51,7 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     fmt = EMBEDDED_FORMATS[require_content_type(request, tuple(EMBEDDED_FORMATS))]
     media = accept_json(request)
     body = await read_body(request, broker.settings.max_request_bytes)
-    offsets = await broker.produce(topic, partition, bytes(body), fmt)
+    offsets = await broker.produce(topic, partition, ProduceBody(bytes(body), fmt))
     answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
     content = {"offsets": answer, "key_schema_id": None, "value_schema_id": None}
     return JSONBody(content, media_type=media)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query, Response
 
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
-from headwater_kernel.service import JSONBody
+from headwater_kernel.body import JSONBody
 
 router = APIRouter(
     default_response_class=JSONBody,

@@ -5,9 +5,8 @@ Offsets start at 0, only grow and are never reused: the active (last) segment is
 first -- and its file name carries that offset across restarts. The log start offset (first
 readable offset) is checkpointed in ``log-start-offset``. Layout of the directory: see segment.py.
 
-Appends to one partition are serialized by an asyncio lock; reads take no lock (they copy bytes
-below the high watermark with ``os.pread``, and segments are only deleted from the same event loop
-with no await between locating a segment and reading it).
+What runs on the event loop, what in threads, and how appends are serialised and synced: the
+threading policy in ``headwater_broker.broker``.
 """
 
 from __future__ import annotations
@@ -39,12 +38,14 @@ from headwater_broker.log.producer_state import (
     StoredBatch,
     snapshot_offsets,
 )
-from headwater_broker.log.segment import Segment
+from headwater_broker.log.segment import Segment, WrittenBatch
 from headwater_broker.topic_config import TopicConfig
 
 log = logging.getLogger("headwater.broker.partition")
 
 FsyncPolicy = Literal["always", "interval", "never"]
+"""When appended bytes are fdatasynced: before the append is answered (and readable), every
+``BROKER_FSYNC_INTERVAL_MS`` in the background, or only when a segment rolls or closes."""
 LOG_START_FILE = "log-start-offset"
 _MAX_IOV = 512  # stay well below IOV_MAX (1024) for one pwritev
 
@@ -190,10 +191,6 @@ class PartitionLog:
     def active(self) -> Segment:
         return self.segments[-1]
 
-    @property
-    def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
-
     # --- appending ---------------------------------------------------------------------------
 
     async def append(
@@ -295,7 +292,7 @@ class PartitionLog:
         if not self.active.size:
             self.active.created_ms = now_ms  # segment.ms counts from the first append
         chunks: list[memoryview] = []
-        accounted: list[tuple[int, int, int, int, int]] = []
+        accounted: list[WrittenBatch] = []
         pending: dict[int, ProducerEntry] = {}
         run_bytes = 0
         chunk_start = chunk_end = -1
@@ -325,7 +322,7 @@ class PartitionLog:
                     chunks, accounted, run_bytes = [], [], 0
             chunk_end = pos + size
             last = base + header.last_offset_delta
-            accounted.append((run_bytes, size, base, last, max_ts))
+            accounted.append(WrittenBatch(run_bytes, size, base, last, max_ts))
             run_bytes += size
             if header.producer_id >= 0:
                 self.producers.pending_update(
@@ -342,7 +339,7 @@ class PartitionLog:
     def _flush_run(
         self,
         chunks: list[memoryview],
-        accounted: list[tuple[int, int, int, int, int]],
+        accounted: list[WrittenBatch],
         pending: dict[int, ProducerEntry],
     ) -> None:
         if not chunks:
@@ -369,11 +366,6 @@ class PartitionLog:
         self._bases.append(segment.base_offset)
         if sync:
             fsync_directory(self.directory)
-
-    def roll(self, now_ms: int) -> None:
-        """Start a new segment now (retention, tests); no-op if the active one is empty."""
-        if self.active.size:
-            self._roll(now_ms)
 
     def _prune_snapshots(self, keep: int = 2) -> None:
         for offset in snapshot_offsets(self.directory)[:-keep]:

@@ -32,6 +32,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from headwater.errors import StorageError
 from headwater.records.batch import HEADER_SIZE, BatchHeader, parse_header, valid_prefix
@@ -44,6 +45,19 @@ _SCAN_CHUNK = 64 * 1024
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+class WrittenBatch(NamedTuple):
+    """One batch of a :meth:`Segment.append`: where it sits in the written bytes, what it holds.
+
+    A NamedTuple, not a dataclass: one is built per appended batch on the produce hot path.
+    """
+
+    position: int  # from the start of the concatenated chunks, not of the file
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
 
 
 class Segment:
@@ -174,16 +188,10 @@ class Segment:
             self.max_timestamp = max_timestamp
         self.next_offset = last_offset + 1
 
-    def append(
-        self,
-        chunks: list[memoryview],
-        batches: list[tuple[int, int, int, int, int]],
-        interval: int,
-    ) -> None:
-        """Write ``chunks`` at the end and account ``batches``.
+    def append(self, chunks: list[memoryview], batches: list[WrittenBatch], interval: int) -> None:
+        """Write ``chunks`` at the end and account ``batches``, the batches they hold.
 
-        ``batches`` holds ``(position in the concatenated chunks, size, base offset, last offset,
-        max timestamp)`` per batch. A failed write is cut back so the file never ends mid-batch.
+        A failed write is cut back so the file never ends mid-batch.
         """
         start = self.size
         total = sum(len(c) for c in chunks)
@@ -199,9 +207,15 @@ class Segment:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
             raise StorageError(f"writing {self.log_path}: {exc}") from exc
-        for position, size, base, last, max_ts in batches:
-            self._note(start + position, base, last, max_ts, interval)
-            self._since_index += size
+        for batch in batches:
+            self._note(
+                start + batch.position,
+                batch.base_offset,
+                batch.last_offset,
+                batch.max_timestamp,
+                interval,
+            )
+            self._since_index += batch.size
         self.size = start + total
         self.dirty = True
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from headwater_kernel.service import JSONBody
+from headwater_kernel.body import JSONBody
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 

@@ -13,8 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from headwater.errors import HeadwaterError
 from headwater.groups.errors import FencedInstanceIdError
+from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
-from headwater_coordinator.assignor import TopicPartition
 from tests.integration.coordinator.driver import (
     REDIS_URL,
     SESSION_MS,

@@ -1,71 +1,25 @@
 """The group state machine stored in real Redis: joins, cooperative moves, expiry, static
-members, fencing and offset commits, driven with an explicit clock."""
+members and fencing, driven with an explicit clock."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 
 from headwater.groups.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
-    GroupNotEmptyError,
-    PartitionNotOwnedError,
-    StaleMemberEpochError,
     UnknownMemberError,
 )
-from headwater.types import PartitionId
-from headwater_coordinator.assignor import TopicPartition
-from headwater_coordinator.group import HeartbeatResult
-from tests.integration.coordinator.driver import StoreDriver, assert_no_double_owner
+from tests.integration.coordinator.driver import (
+    Client,
+    StoreDriver,
+    all_partitions,
+    assert_no_double_owner,
+    settle,
+)
 from tests.support import unique
 
 T0 = 1_000_000
-
-
-@pytest.fixture
-def driver(redis_prefix: str) -> Iterator[StoreDriver]:
-    d = StoreDriver(redis_prefix)
-    yield d
-    d.close()
-
-
-class Client:
-    """A member as a well-behaved consumer runs it: reports what it owns, adopts its answer."""
-
-    def __init__(self, driver: StoreDriver, group: str, topics: set[str], **kw: object) -> None:
-        self.driver, self.group, self.topics, self.kw = driver, group, topics, kw
-        self.member_id: str | None = None
-        self.epoch = 0
-        self.owned: set[TopicPartition] = set()
-
-    def beat(self, now: int) -> HeartbeatResult:
-        result = self.driver.heartbeat(
-            self.group,
-            now=now,
-            epoch=self.epoch,
-            member_id=self.member_id,
-            topics=self.topics,
-            owned=self.owned,
-            **self.kw,  # type: ignore[arg-type]  # instance_id / session_ms pass-through
-        )
-        self.member_id, self.epoch, self.owned = (
-            result.member_id,
-            result.member_epoch,
-            set(result.assignment),
-        )
-        return result
-
-
-def settle(clients: list[Client], now: int, rounds: int = 6) -> None:
-    for _ in range(rounds):
-        for c in clients:
-            c.beat(now)
-
-
-def all_partitions(topic: str, n: int) -> set[TopicPartition]:
-    return {(topic, PartitionId(p)) for p in range(n)}
 
 
 def test_three_members_get_disjoint_complete_assignments(driver: StoreDriver) -> None:
@@ -178,61 +132,3 @@ def test_wrong_epoch_is_fenced_and_changes_nothing(driver: StoreDriver) -> None:
     with pytest.raises(FencedMemberEpochError):
         driver.heartbeat(group, now=T0 + 1, epoch=a.epoch + 5, member_id=a.member_id)
     assert driver.load(group).members[a.member_id or ""].to_json() == before
-
-
-def test_commits_only_from_the_owner_at_its_epoch(driver: StoreDriver) -> None:
-    group, topic = unique("g"), unique("t")
-    driver.sizes = {topic: 2}
-    a, b = Client(driver, group, {topic}), Client(driver, group, {topic})
-    settle([a, b], T0)
-    (mine,) = [p for t, p in a.owned]
-    (theirs,) = [p for t, p in b.owned]
-    driver.commit(group, a.member_id, a.epoch, {(topic, mine): 7})
-    # A rebalance that leaves a's partitions alone moves it to a new epoch it has not heard of
-    # yet; its commits at the epoch it knows stay valid.
-    c = Client(driver, group, {unique("other")})
-    c.beat(T0)
-    assert driver.load(group).members[a.member_id or ""].epoch == a.epoch + 1
-    driver.commit(group, a.member_id, a.epoch, {(topic, mine): 7})
-    with pytest.raises(PartitionNotOwnedError):
-        driver.commit(group, a.member_id, a.epoch, {(topic, theirs): 7})
-    with pytest.raises(StaleMemberEpochError):
-        driver.commit(group, a.member_id, 0, {(topic, mine): 8})  # older than it ever knew
-    with pytest.raises(FencedMemberEpochError):
-        driver.commit(group, a.member_id, a.epoch + 5, {(topic, mine): 8})
-    with pytest.raises(UnknownMemberError):
-        driver.commit(group, "zombie", a.epoch, {(topic, mine): 8})
-    with pytest.raises(GroupNotEmptyError):
-        driver.commit(group, None, -1, {(topic, mine): 8})
-    assert driver.committed(group) == {(topic, mine): 7}
-
-
-def test_zombie_commit_after_expiry_is_rejected(driver: StoreDriver) -> None:
-    group, topic = unique("g"), unique("t")
-    driver.sizes = {topic: 2}
-    zombie, live = Client(driver, group, {topic}), Client(driver, group, {topic})
-    settle([zombie, live], T0)
-    settle([live], T0 + 9_000, rounds=1)
-    driver.sweep(group, T0 + 10_000)
-    settle([live], T0 + 10_000)
-    assert live.owned == all_partitions(topic, 2)
-    with pytest.raises(UnknownMemberError):
-        driver.commit(group, zombie.member_id, zombie.epoch, {(topic, 0): 99})
-    driver.commit(group, live.member_id, live.epoch, {(topic, 0): 5})
-    assert driver.committed(group) == {(topic, 0): 5}
-
-
-def test_empty_group_offsets_get_the_retention_ttl(driver: StoreDriver) -> None:
-    group, topic = unique("g"), unique("t")
-    driver.sizes = {topic: 1}
-    driver.commit(group, None, -1, {(topic, 0): 3})  # simple commit, no members
-    ttl = driver.loop.run_until_complete(driver.redis.pttl(driver.store.offsets_key(group)))
-    assert 59_000 < ttl <= 60_000
-    a = Client(driver, group, {topic})
-    a.beat(T0)  # a member: offsets no longer expire
-    assert driver.loop.run_until_complete(driver.redis.pttl(driver.store.offsets_key(group))) == -1
-    a.epoch = -1
-    a.beat(T0)
-    ttl = driver.loop.run_until_complete(driver.redis.pttl(driver.store.offsets_key(group)))
-    assert 59_000 < ttl <= 60_000
-    assert driver.committed(group) == {(topic, 0): 3}

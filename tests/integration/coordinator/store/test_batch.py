@@ -4,25 +4,15 @@ transaction (one epoch, one assignor run) and each still gets its own answer or 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-
-import pytest
 
 from headwater.groups.errors import FencedMemberEpochError, UnknownMemberError
 from headwater.types import MemberEpoch, PartitionId
 from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult, Member
-from headwater_coordinator.store import Finish
+from headwater_coordinator.store.batch import Finish
 from tests.integration.coordinator.driver import StoreDriver, assert_no_double_owner
 from tests.support import unique
 
 T0 = 1_000_000
-
-
-@pytest.fixture
-def driver(redis_prefix: str) -> Iterator[StoreDriver]:
-    d = StoreDriver(redis_prefix)
-    yield d
-    d.close()
 
 
 def request(member_id: str | None, epoch: int, topics: set[str] | None = None) -> HeartbeatRequest:
@@ -52,7 +42,7 @@ async def heartbeat(driver: StoreDriver, group: str, req: HeartbeatRequest) -> H
 
         return finish
 
-    result, _ = await driver.store.transact_phased(group, operation)
+    result = (await driver.groups.transact_phased(group, operation)).result
     assert isinstance(result, HeartbeatResult)
     return result
 
@@ -94,7 +84,7 @@ def test_errors_in_a_batch_are_each_requests_own(driver: StoreDriver) -> None:
     before = driver.load(group)
 
     async def burst() -> list[HeartbeatResult | BaseException]:
-        lock = driver.store._locks[group]
+        lock = driver.groups.batches.lock(group)
         async with lock:  # hold the group so the next three queue into one batch
             tasks = [
                 asyncio.ensure_future(heartbeat(driver, group, request(a.member_id, 99))),
@@ -123,10 +113,10 @@ def test_a_batch_of_only_errors_writes_nothing(driver: StoreDriver) -> None:
     group, topic = unique("g"), unique("t")
     driver.sizes = {topic: 4}
     a = driver.heartbeat(group, now=T0, epoch=0, topics={topic})
-    raw_before = driver.loop.run_until_complete(driver.redis.hgetall(driver.store.group_key(group)))
+    raw_before = driver.loop.run_until_complete(driver.redis.hgetall(driver.keys.group(group)))
 
     async def burst() -> list[HeartbeatResult | BaseException]:
-        lock = driver.store._locks[group]
+        lock = driver.groups.batches.lock(group)
         async with lock:
             tasks = [
                 asyncio.ensure_future(heartbeat(driver, group, request(a.member_id, 7))),
@@ -138,5 +128,52 @@ def test_a_batch_of_only_errors_writes_nothing(driver: StoreDriver) -> None:
     fenced, unknown = driver.loop.run_until_complete(burst())
     assert isinstance(fenced, FencedMemberEpochError)
     assert isinstance(unknown, UnknownMemberError)
-    raw_after = driver.loop.run_until_complete(driver.redis.hgetall(driver.store.group_key(group)))
+    raw_after = driver.loop.run_until_complete(driver.redis.hgetall(driver.keys.group(group)))
     assert raw_after == raw_before
+
+
+def test_requests_of_a_cancelled_batch_are_run_by_the_next_holder(driver: StoreDriver) -> None:
+    group, topic = unique("g"), unique("t")
+    driver.sizes = {topic: 4}
+    started = asyncio.Event()
+    calls = 0
+
+    async def stalls_once(state: GroupState) -> Finish:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first holder's batch hangs here until its caller gives up
+            started.set()
+            await asyncio.sleep(3600)
+        return await join(state)
+
+    async def join(state: GroupState) -> Finish:
+        req = request(None, 0, {topic})
+        admitted = state.admit(req, T0)
+
+        async def finish() -> HeartbeatResult:
+            assert isinstance(admitted, Member)
+            return state.settle(admitted, req, T0, driver.sizes)
+
+        return finish
+
+    async def scenario() -> tuple[bool, object]:
+        lock = driver.groups.batches.lock(group)
+        async with lock:  # both queue, so the first to get the lock takes both
+            first = asyncio.ensure_future(driver.groups.transact_phased(group, stalls_once))
+            second = asyncio.ensure_future(driver.groups.transact_phased(group, join))
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(started.wait(), 5)
+        first.cancel()
+        applied = await asyncio.wait_for(second, 5)
+        await asyncio.wait([first])
+        return first.cancelled(), applied.result
+
+    cancelled, joined = driver.loop.run_until_complete(scenario())
+    assert cancelled
+    assert isinstance(joined, HeartbeatResult)
+    # The next holder ran both requests of the abandoned batch: the stalled one, and its own.
+    assert calls == 2
+    state = driver.load(group)
+    assert len(state.members) == 2
+    assert joined.member_id in state.members
+    assert_no_double_owner(state)

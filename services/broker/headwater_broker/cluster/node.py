@@ -1,0 +1,217 @@
+"""One broker's membership in the cluster: store, session, metadata follower, controller.
+
+:class:`ClusterNode` is the seam the broker wires in: ``start()`` opens the store, registers the
+broker (waiting out a dead predecessor's session), loads the image, and starts three tasks --
+heartbeats, the metadata follower and the controller loop; ``stop()`` resigns the lease,
+releases the session and closes the store. Routes read :attr:`ClusterNode.image`; admin routes
+call :meth:`ClusterNode.controller_for_admin` and forward to the controller's URL on
+``NotControllerError``. When heartbeats learn that another process took this broker id over,
+:attr:`ClusterNode.replaced` is set and the node stops acting: the broker must stop serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TypeVar
+
+from headwater.errors import MetadataUnavailableError, NotControllerError, StaleBrokerEpochError
+from headwater.types import BrokerId
+from headwater_broker.cluster import session
+from headwater_broker.cluster.controller import Controller, ControllerEvent
+from headwater_broker.cluster.follower import MetadataFollower
+from headwater_broker.cluster.image import MetadataImage
+from headwater_broker.cluster.producer_ids import ProducerIds
+from headwater_broker.cluster.session import Registration
+from headwater_broker.cluster.settings import ClusterSettings
+from headwater_broker.cluster.state import BrokerEpoch
+from headwater_broker.cluster.store import MetadataStore
+
+log = logging.getLogger("headwater.broker.cluster")
+
+T = TypeVar("T")
+
+
+class ClusterNode:
+    """This broker in the cluster (create, then ``await start()``; ``await stop()`` at the end)."""
+
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        broker_id: int,
+        url: str,
+        *,
+        on_controller_event: ControllerEvent | None = None,
+    ) -> None:
+        self.settings = settings
+        self.broker_id = BrokerId(broker_id)
+        self.url = url
+        self.on_controller_event = on_controller_event
+        self.replaced = asyncio.Event()
+        self._store: MetadataStore | None = None
+        self._registration: Registration | None = None
+        self._follower: MetadataFollower | None = None
+        self._controller: Controller | None = None
+        self._producer_ids: ProducerIds | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- parts (available once started) ---------------------------------------------------------
+
+    @property
+    def store(self) -> MetadataStore:
+        return _started(self._store)
+
+    @property
+    def registration(self) -> Registration:
+        return _started(self._registration)
+
+    @property
+    def follower(self) -> MetadataFollower:
+        return _started(self._follower)
+
+    @property
+    def controller(self) -> Controller:
+        return _started(self._controller)
+
+    @property
+    def producer_ids(self) -> ProducerIds:
+        return _started(self._producer_ids)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.follower.image
+
+    @property
+    def broker_epoch(self) -> BrokerEpoch:
+        return self.registration.epoch
+
+    @property
+    def is_controller(self) -> bool:
+        return self._controller is not None and self._controller.active
+
+    def controller_for_admin(self) -> Controller:
+        """This broker's controller if it is the active one, else ``NotControllerError`` naming
+        the controller the request should be forwarded to."""
+        controller = self.controller
+        if controller.active:
+            return controller
+        image = self.image
+        current = image.controller.broker_id
+        url = image.controller_url()
+        if current == self.broker_id or current < 0:
+            raise NotControllerError("No controller is elected now; retry", controller_id=-1)
+        raise NotControllerError(
+            f"Broker {self.broker_id} is not the controller; broker {current} is",
+            controller_id=current,
+            controller_url=url,
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, register_wait_ms: int | None = None) -> None:
+        """Register, load the image, start the background tasks.
+
+        ``register_wait_ms`` (default: one session timeout plus two heartbeats) is how long a
+        refusal because the id looks live is retried: enough for a dead predecessor's session to
+        expire, too short for a live one's.
+        """
+        s = self.settings
+        store = await asyncio.to_thread(
+            MetadataStore,
+            s.metadata_url,
+            busy_timeout_ms=s.sqlite_busy_timeout_ms,
+            stall_timeout_ms=s.controller_lease_ms,
+        )
+        self._store = store
+        try:
+            wait = (
+                s.session_timeout_ms + 2 * s.heartbeat_interval_ms
+                if register_wait_ms is None
+                else register_wait_ms
+            )
+            self._registration = await session.register_waiting(
+                store, self.broker_id, self.url, s.rack, s.session_timeout_ms, wait
+            )
+            self._follower = MetadataFollower(store, s.metadata_poll_ms)
+            await self._follower.load()
+            self._controller = Controller(
+                store, self._follower, s, self.broker_id, on_event=self.on_controller_event
+            )
+            self._producer_ids = ProducerIds(store, s.producer_id_block_size)
+        except BaseException:
+            store.close()
+            self._store = None
+            raise
+        log.info(
+            "broker %d registered in cluster %s at epoch %d",
+            self.broker_id,
+            store.cluster_id,
+            self._registration.epoch,
+        )
+        self._tasks = [
+            asyncio.create_task(self._heartbeats(), name="cluster-heartbeats"),
+            asyncio.create_task(self._follower.run(), name="cluster-metadata-follower"),
+            asyncio.create_task(self._controller.run(), name="cluster-controller"),
+        ]
+
+    async def stop(self) -> None:
+        """Resign the lease, release the session (so the id can come back at once), close."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        store = self._store
+        if store is None:
+            return
+        if self._controller is not None:
+            await self._controller.resign()
+        if self._registration is not None and not self.replaced.is_set():
+            with contextlib.suppress(MetadataUnavailableError):
+                await store.call(session.release, store, self._registration)
+        store.close()
+        self._store = None
+
+    async def abandon(self) -> None:
+        """Stop every task and close the store *without* resigning or releasing: what a crash
+        (kill -9) leaves behind, for fault drills in one process."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    async def _heartbeats(self) -> None:
+        registration = self.registration
+        failing = False
+        while True:
+            try:
+                await self.store.call(
+                    session.heartbeat, self.store, registration, self.follower.image.offset
+                )
+                failing = False
+            except StaleBrokerEpochError as exc:
+                log.error("%s; this broker stops acting in the cluster", exc.message)
+                self.replaced.set()
+                self.controller.lease.drop()
+                for task in self._tasks:
+                    if task is not asyncio.current_task():
+                        task.cancel()
+                return
+            except MetadataUnavailableError as exc:
+                if not failing:
+                    log.warning("heartbeat failed: %s", exc)
+                failing = True
+            await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
+
+
+def _started(part: T | None) -> T:
+    if part is None:
+        raise RuntimeError("the cluster node is not started")
+    return part

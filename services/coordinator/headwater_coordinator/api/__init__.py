@@ -1,0 +1,1 @@
+"""The coordinator's HTTP routes: thin FastAPI handlers over ``coordinator.Coordinator``."""

@@ -1,0 +1,1 @@
+"""The coordinator's Redis storage: group state, member liveness, offsets, change notices."""

@@ -1,0 +1,28 @@
+"""Health routes: ``GET /healthz`` (the process serves), ``GET /readyz`` (its dependencies do)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.responses import Response
+
+from headwater_kernel.body import JSONBody
+
+ReadyCheck = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
+"""A service's readiness: whether it can serve, and details to show (``{"topics": 3}``)."""
+
+
+def add_health_routes(app: FastAPI, ready: ReadyCheck | None = None) -> None:
+    """``GET /healthz`` always answers 200; ``GET /readyz`` answers 503 while ``ready`` says no."""
+
+    @app.get("/healthz", tags=["health"], summary="Liveness: the process is serving")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], summary="Readiness: storage and dependencies answer")
+    async def readyz() -> Response:
+        ok, detail = (True, {}) if ready is None else await ready()
+        body = {"status": "ready" if ok else "not ready", **detail}
+        return JSONBody(body, status_code=200 if ok else 503)
