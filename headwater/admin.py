@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 
 import httpx
 
 from headwater.client.broker import BrokerClient, PartitionOffsets, TopicDescription
+from headwater.closeable import Closeable
 from headwater.config import AdminConfig
 from headwater.types import Offset, TimestampMs
 
 
-class AdminClient:
+class AdminClient(Closeable):
     """Creates, describes, grows and deletes topics, and reads partition offsets.
 
     Every method is one request to the first of ``bootstrap.servers``; errors are the typed
@@ -69,14 +69,3 @@ class AdminClient:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

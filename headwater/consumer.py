@@ -21,11 +21,11 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from types import TracebackType
 
 import httpx
 
 from headwater.client.broker import BrokerClient
+from headwater.closeable import Closeable
 from headwater.config import ConsumerConfig
 from headwater.errors import OffsetOutOfRangeError
 from headwater.groups.consumer_group import ConsumerGroup, RebalanceCallback
@@ -86,7 +86,7 @@ def _record_factory(topic: str, partition: PartitionId) -> RecordFactory[Consume
     return make
 
 
-class Consumer:
+class Consumer(Closeable):
     """Reads records from assigned partitions, in offset order per partition.
 
     Contract:
@@ -358,14 +358,3 @@ class Consumer:
             self._group.close()
         for client in self._clients:
             client.close()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
-from types import TracebackType
 from typing import cast
 
 import httpx
 
 from headwater.client.broker import BatchAck, BrokerClient
+from headwater.closeable import Closeable
 from headwater.config import ProducerConfig
 from headwater.errors import (
     HeadwaterError,
@@ -241,7 +241,7 @@ def _retriable(exc: BaseException) -> bool:
     return isinstance(exc, HeadwaterError) and exc.http_status >= 500
 
 
-class Producer:
+class Producer(Closeable):
     """Sends records to a Headwater cluster, batched, compressed and (by default) idempotently.
 
     Contract:
@@ -590,17 +590,6 @@ class Producer:
     def __len__(self) -> int:
         """Batches produced but not yet acknowledged or failed."""
         return self._unfinished
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- metadata -----------------------------------------------------------------------------
 

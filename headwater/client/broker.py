@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import orjson
 
+from headwater.closeable import Closeable
 from headwater.errors import BROKER, HeadwaterError
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 
@@ -115,7 +115,7 @@ def _acks_param(acks: int | str) -> str:
     return "all" if text in ("all", "-1") else text
 
 
-class BrokerClient:
+class BrokerClient(Closeable):
     """One broker's HTTP API as typed methods.
 
     ``base_url`` is the broker's URL (``http://127.0.0.1:8082``). ``timeout`` (seconds) applies to
@@ -187,17 +187,6 @@ class BrokerClient:
 
     def close(self) -> None:
         self._http.close()
-
-    def __enter__(self) -> BrokerClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- health -------------------------------------------------------------------------------
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from headwater.closeable import Closeable
 from headwater.registry.errors import REGISTRY
 from headwater.registry.schema import SchemaReference
 from headwater.types import SchemaId
@@ -42,7 +42,7 @@ class RegisteredSchema:
         )
 
 
-class SchemaRegistryClient:
+class SchemaRegistryClient(Closeable):
     """Talks to a registry at ``url``; errors come back as :mod:`headwater.registry.errors` types.
 
     Contract: what can never change is cached for the life of the client -- a schema by id, and
@@ -68,17 +68,6 @@ class SchemaRegistryClient:
         self._lock = threading.Lock()
         self._by_id: dict[int, RegisteredSchema] = {}
         self._ids: dict[tuple[str, str, bool], SchemaId] = {}
-
-    def __enter__(self) -> SchemaRegistryClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._http.close()

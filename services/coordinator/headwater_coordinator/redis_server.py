@@ -15,9 +15,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 
 import redis
+
+from headwater.closeable import Closeable
 
 
 def redis_executable() -> str:
@@ -43,7 +44,7 @@ def free_loopback_port() -> int:
         return port
 
 
-class PrivateRedis:
+class PrivateRedis(Closeable, opens_with="start", closes_with="stop"):
     """Start on ``__enter__`` (waits until it answers PING), stop on ``__exit__``."""
 
     def __init__(self, data_dir: Path, executable: str | None = None) -> None:
@@ -110,14 +111,3 @@ class PrivateRedis:
                 self.process.kill()
                 self.process.wait()
         self.socket.unlink(missing_ok=True)
-
-    def __enter__(self) -> PrivateRedis:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

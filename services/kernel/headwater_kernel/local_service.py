@@ -14,10 +14,11 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 import httpx
+
+from headwater.closeable import Closeable
 
 
 def free_port() -> int:
@@ -28,7 +29,7 @@ def free_port() -> int:
         return port
 
 
-class ServiceProcess:
+class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
     """A service started as a real process (``python -m <module>``) and stopped on exit.
 
     ``env`` adds to this process's environment. Output goes to ``log_path`` when given, to this
@@ -109,14 +110,3 @@ class ServiceProcess:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
