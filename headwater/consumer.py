@@ -1,15 +1,15 @@
 """The Consumer: reads assigned partitions by offset, fetching raw batches and decoding them.
 
 A consumer keeps, per assigned partition, the offset of the next record ``poll()`` returns (its
-*position*). Positions start from ``seek()``, else from ``_initial_position()`` (consumer groups
-plug committed offsets in there), else from ``auto.offset.reset``. Fetches are stateless on the
-broker side: any broker can serve any offset, so no session or instance affinity is needed.
+*position*). Positions start from ``seek()``, else from the group's committed offset (after
+``subscribe()``), else from ``auto.offset.reset``. Fetches are stateless on the broker side: any
+broker can serve any offset, so no session or instance affinity is needed.
 
-Extension points for consumer groups (``group.id``/``subscribe``/commits, added with the
-coordinator): ``_initial_position`` (committed offset lookup), ``_on_assignment_changed``
-(called after ``assign``), and ``poll`` calls ``_before_poll`` first (heartbeats, auto-commit).
-The fetch/position logic (``_fetch_partition``, ``_reset_position``, ``_take_buffered``) is
-separate from those and should not need to change.
+Consumer groups (``headwater.groups.consumer_group.ConsumerGroup``, created by ``subscribe()``)
+plug in at three points: ``_initial_position`` (the committed offset), ``_before_poll``
+(applying assignment changes, auto-commit) and ``commit()``. The group sees this class only
+through its ``PartitionOwner`` protocol. The fetch/position logic (``_fetch_partition``,
+``_reset_position``, ``_take_buffered``) is separate from those and should not need to change.
 """
 
 from __future__ import annotations
@@ -137,7 +137,6 @@ class Consumer(Closeable):
         self._positions = {tp: self._positions.get(tp) for tp in new}
         self._buffered = {tp: self._buffered.get(tp, deque()) for tp in new}
         self._assignment = new
-        self._on_assignment_changed()
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
@@ -190,9 +189,6 @@ class Consumer(Closeable):
             raise OffsetOutOfRangeError(f"no valid position for {tp} and auto.offset.reset is none")
         offsets = self._client().offsets(tp.topic, tp.partition)
         return offsets.beginning_offset if policy == "earliest" else offsets.end_offset
-
-    def _on_assignment_changed(self) -> None:
-        """Hook after ``assign()``; groups use it to fetch committed offsets or revoke."""
 
     def _before_poll(self) -> None:
         """Hook at the start of every ``poll()``; groups heartbeat and auto-commit here."""
@@ -338,8 +334,9 @@ class Consumer(Closeable):
             raise RuntimeError("committed() needs group.id and subscribe()")
         return self._group.client.committed(self._group.group_id)
 
-    def _committable_positions(self) -> dict[TopicPartition, Offset]:
-        """Positions of assigned partitions that have one (what a default commit stores)."""
+    def committable_positions(self) -> dict[TopicPartition, Offset]:
+        """The position of each assigned partition that has one: what ``commit()`` stores by
+        default (the next offset ``poll()`` returns, buffered records included)."""
         out: dict[TopicPartition, Offset] = {}
         for tp in self._assignment:
             buffered = self._buffered.get(tp)
