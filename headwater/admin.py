@@ -6,10 +6,14 @@ from collections.abc import Mapping
 
 import httpx
 
-from headwater.client.broker import BrokerClient, PartitionOffsets, TopicDescription
+from headwater.client.broker import (
+    BrokerClient,
+    PartitionOffsets,
+    TimestampOffset,
+    TopicDescription,
+)
 from headwater.closeable import Closeable
 from headwater.config import AdminConfig
-from headwater.types import Offset, TimestampMs
 
 
 class AdminClient(Closeable):
@@ -61,9 +65,7 @@ class AdminClient(Closeable):
         """The partition's beginning (log start) and end (next to be written) offsets."""
         return self._client.offsets(topic, partition)
 
-    def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
-    ) -> tuple[Offset | None, TimestampMs | None]:
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
         """The earliest offset with a timestamp >= ``timestamp`` and its timestamp, or Nones."""
         return self._client.offset_for_timestamp(topic, partition, timestamp)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from headwater.client.broker import BrokerClient
+from headwater.client.bootstrap import BootstrapServers
 from headwater.closeable import Closeable
 from headwater.config import ConsumerConfig
 from headwater.errors import OffsetOutOfRangeError
@@ -111,16 +111,12 @@ class Consumer(Closeable):
     ) -> None:
         self.config = ConsumerConfig.from_dict(config or {})
         cfg = self.config
-        self._clients = [
-            BrokerClient(
-                url,
-                timeout=cfg.request_timeout_ms / 1000,
-                transport=transport,
-                client_id=cfg.client_id,
-            )
-            for url in cfg.bootstrap_servers
-        ]
-        self._client_index = 0
+        self._servers = BootstrapServers(
+            cfg.bootstrap_servers,
+            timeout=cfg.request_timeout_ms / 1000,
+            transport=transport,
+            client_id=cfg.client_id,
+        )
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, Offset | None] = {}
         self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
@@ -151,11 +147,11 @@ class Consumer(Closeable):
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for tp in self._assignment if partitions is None else partitions:
-            self.seek(tp, self._client().offsets(tp.topic, tp.partition).beginning_offset)
+            self.seek(tp, self._servers.current.offsets(tp.topic, tp.partition).beginning_offset)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for tp in self._assignment if partitions is None else partitions:
-            self.seek(tp, self._client().offsets(tp.topic, tp.partition).end_offset)
+            self.seek(tp, self._servers.current.offsets(tp.topic, tp.partition).end_offset)
 
     def position(self, tp: TopicPartition) -> Offset:
         """The offset of the next record ``poll()`` returns for ``tp``."""
@@ -187,7 +183,7 @@ class Consumer(Closeable):
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise OffsetOutOfRangeError(f"no valid position for {tp} and auto.offset.reset is none")
-        offsets = self._client().offsets(tp.topic, tp.partition)
+        offsets = self._servers.current.offsets(tp.topic, tp.partition)
         return offsets.beginning_offset if policy == "earliest" else offsets.end_offset
 
     def _before_poll(self) -> None:
@@ -251,7 +247,7 @@ class Consumer(Closeable):
         """Fetch and decode ``tp``'s records from its position; advance the position past them."""
         position = self._fetch_position(tp)
         try:
-            fetched = self._client().fetch_batches(
+            fetched = self._servers.current.fetch_batches(
                 tp.topic,
                 tp.partition,
                 position,
@@ -266,8 +262,8 @@ class Consumer(Closeable):
             self._positions[tp] = reset
             return []
         except httpx.TransportError as exc:
-            log.warning("fetch %s from %s failed: %s", tp, self._client().base_url, exc)
-            self._client_index += 1
+            log.warning("fetch %s from %s failed: %s", tp, self._servers.current.base_url, exc)
+            self._servers.rotate()
             # Back off so a poll() waiting for data does not spin on a broker that is down.
             time.sleep(self.config.retry_backoff_ms / 1000)
             return []
@@ -290,9 +286,6 @@ class Consumer(Closeable):
             records.extend(decoded)
         self._positions[tp] = Offset(next_position)
         return records
-
-    def _client(self) -> BrokerClient:
-        return self._clients[self._client_index % len(self._clients)]
 
     # -- consumer groups (headwater.groups; needs group.id and a coordinator) -----------------
 
@@ -353,5 +346,4 @@ class Consumer(Closeable):
         self._closed = True
         if self._group is not None:
             self._group.close()
-        for client in self._clients:
-            client.close()
+        self._servers.close()

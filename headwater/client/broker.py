@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
@@ -108,6 +108,21 @@ class FetchedBatches:
     high_watermark: Offset
     log_start_offset: Offset
     next_offset: Offset
+
+
+class ProducerIdentity(NamedTuple):
+    """An idempotent producer's id and epoch, as ``POST /producers`` hands them out."""
+
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+
+
+class TimestampOffset(NamedTuple):
+    """The earliest offset at or after a timestamp and that record's timestamp (None, None past
+    the last record)."""
+
+    offset: Offset | None
+    timestamp: TimestampMs | None
 
 
 def _acks_param(acks: int | str) -> str:
@@ -244,14 +259,12 @@ class BrokerClient(Closeable):
         body = self._request("GET", path).json()
         return PartitionOffsets(Offset(body["beginning_offset"]), Offset(body["end_offset"]))
 
-    def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
-    ) -> tuple[Offset | None, TimestampMs | None]:
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
         """The earliest offset whose timestamp is >= ``timestamp`` and that record's timestamp."""
         path = f"{self._topic_path(topic)}/partitions/{partition}/offsets/lookup"
         body = self._request("GET", path, params={"timestamp": timestamp}).json()
         offset, ts = body.get("offset"), body.get("timestamp")
-        return (
+        return TimestampOffset(
             None if offset is None else Offset(offset),
             None if ts is None else TimestampMs(ts),
         )
@@ -316,13 +329,15 @@ class BrokerClient(Closeable):
 
     def init_producer(
         self, producer_id: int | None = None, producer_epoch: int | None = None
-    ) -> tuple[ProducerId, ProducerEpoch]:
+    ) -> ProducerIdentity:
         """A new idempotent producer id, or a bumped epoch for an existing one (fencing it)."""
         body: dict[str, int] = {}
         if producer_id is not None:
             body = {"producer_id": producer_id, "producer_epoch": producer_epoch or 0}
         answer = self._request("POST", "/producers", json=body).json()
-        return ProducerId(answer["producer_id"]), ProducerEpoch(answer["producer_epoch"])
+        return ProducerIdentity(
+            ProducerId(answer["producer_id"]), ProducerEpoch(answer["producer_epoch"])
+        )
 
     # -- fetch --------------------------------------------------------------------------------
 
