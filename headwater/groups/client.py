@@ -19,7 +19,7 @@ import httpx
 import orjson
 
 from headwater.closeable import Closeable
-from headwater.groups.errors import COORDINATOR
+from headwater.groups.errors import COORDINATOR, GroupNotFoundError
 from headwater.topic_partition import TopicPartition
 from headwater.types import MemberEpoch, Offset, PartitionId
 
@@ -159,8 +159,6 @@ class CoordinatorClient(Closeable):
 
     def committed(self, group_id: str) -> dict[TopicPartition, Offset]:
         """Committed offsets of the group ({} when the group does not exist)."""
-        from headwater.groups.errors import GroupNotFoundError
-
         try:
             body = self._request("GET", self._group(group_id) + "/offsets")
         except GroupNotFoundError:

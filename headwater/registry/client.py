@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
@@ -40,6 +40,13 @@ class RegisteredSchema:
             body.get("subject"),
             body.get("version"),
         )
+
+
+class CompatibilityResult(NamedTuple):
+    """Whether a schema would be accepted, and the registry's reasons when not."""
+
+    is_compatible: bool
+    messages: list[str]
 
 
 class SchemaRegistryClient(Closeable):
@@ -168,7 +175,7 @@ class SchemaRegistryClient(Closeable):
         references: Sequence[SchemaReference] = (),
         *,
         version: int | str | None = None,
-    ) -> tuple[bool, list[str]]:
+    ) -> CompatibilityResult:
         """Would ``schema_str`` be accepted? ``version=None`` checks what registration checks."""
         path = f"/compatibility/subjects/{_q(subject)}/versions"
         if version is not None:
@@ -176,7 +183,7 @@ class SchemaRegistryClient(Closeable):
         body = self._call(
             "POST", path, params={"verbose": True}, json=_schema_body(schema_str, references)
         )
-        return bool(body["is_compatible"]), list(body.get("messages") or [])
+        return CompatibilityResult(bool(body["is_compatible"]), list(body.get("messages") or []))
 
     def get_compatibility(self, subject: str | None = None) -> str:
         """The level that applies to ``subject`` (its own, else the global one)."""
