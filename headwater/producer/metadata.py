@@ -1,5 +1,8 @@
-"""What a producer knows of the topics it writes: partition counts, fetched on first use and
-refreshed every ``metadata.max.age.ms`` by the sender thread."""
+"""What a producer knows of the topics it writes: their partition counts.
+
+Counts are fetched on a topic's first record and refreshed every ``metadata.max.age.ms`` by the
+sender thread, so partitions added later are found.
+"""
 
 from __future__ import annotations
 
