@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 
 import httpx
 
-from headwater.client.broker import BrokerClient, PartitionOffsets, TopicDescription
+from headwater.client.broker import (
+    BrokerClient,
+    PartitionOffsets,
+    TimestampOffset,
+    TopicDescription,
+)
+from headwater.closeable import Closeable
 from headwater.config import AdminConfig
-from headwater.types import Offset, TimestampMs
 
 
-class AdminClient:
+class AdminClient(Closeable):
     """Creates, describes, alters, grows and deletes topics, and reads partition offsets.
 
     Every method is one request to the first of ``bootstrap.servers``; errors are the typed
@@ -71,22 +75,9 @@ class AdminClient:
         """The partition's beginning (log start) and end (next to be written) offsets."""
         return self._client.offsets(topic, partition)
 
-    def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
-    ) -> tuple[Offset | None, TimestampMs | None]:
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
         """The earliest offset with a timestamp >= ``timestamp`` and its timestamp, or Nones."""
         return self._client.offset_for_timestamp(topic, partition, timestamp)
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

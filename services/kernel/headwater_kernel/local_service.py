@@ -15,10 +15,11 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 import httpx
+
+from headwater.closeable import Closeable
 
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
@@ -39,7 +40,7 @@ def free_port() -> int:
     raise RuntimeError("no free port left that was not handed out already")
 
 
-class ServiceProcess:
+class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
     """A service started as a real process (``python -m <module>``) and stopped on exit.
 
     ``env`` adds to this process's environment. Output goes to ``log_path`` when given, to this
@@ -137,17 +138,6 @@ class ServiceProcess:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _serving_pid(answer: httpx.Response) -> int | None:
