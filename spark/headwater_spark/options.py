@@ -40,7 +40,9 @@ def _closest(name: str, known: list[str]) -> str:
     return f"; did you mean {lowered[matches[0]]!r}?" if matches else ""
 
 
-def check_names(given: Mapping[str, str], known: list[str], what: str) -> dict[str, str]:
+def check_names(
+    given: Mapping[str, str], known: list[str], what: str, kind: str = "option"
+) -> dict[str, str]:
     """``given`` keyed by the canonical spelling of each known name; OptionError on the rest."""
     canonical = {k.lower(): k for k in known}
     out: dict[str, str] = {}
@@ -48,7 +50,7 @@ def check_names(given: Mapping[str, str], known: list[str], what: str) -> dict[s
         key = canonical.get(name.lower())
         if key is None:
             raise OptionError(
-                f"unknown option {name!r} for the {what}{_closest(name, known)} "
+                f"unknown {kind} {name!r} for the {what}{_closest(name, known)} "
                 f"(valid: {', '.join(sorted(known, key=str.lower))})"
             )
         out[key] = value
@@ -187,8 +189,9 @@ DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
 DEFAULT_ROWS_PER_BATCH = 10_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 
-# Spark passes these itself (for example ``path`` for load(path)); they mean nothing here.
-_SPARK_INTERNAL = ("path", "paths")
+# Spark passes these itself (``path`` for load(path), the query's checkpoint to a stream's
+# sink); they mean nothing here.
+_SPARK_INTERNAL = ("path", "paths", "checkpointlocation")
 
 
 def _brokers(options: Mapping[str, str], what: str) -> list[str]:

@@ -75,7 +75,9 @@ def _is_headers(data_type: DataType) -> bool:
 
 def check_columns(schema: StructType, options: SinkOptions) -> None:
     """The sink's column rules, checked on the driver before any task runs."""
-    columns = check_names({f.name: f.name for f in schema.fields}, SINK_COLUMNS, "headwater sink")
+    columns = check_names(
+        {f.name: f.name for f in schema.fields}, SINK_COLUMNS, "headwater sink", "column"
+    )
     types = {canonical: schema[name].dataType for canonical, name in columns.items()}
     if "value" not in types:
         raise OptionError("the headwater sink needs a 'value' column (BINARY or STRING)")
