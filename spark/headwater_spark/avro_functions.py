@@ -42,7 +42,6 @@ from headwater_spark.schemas import NamingStrategy, ResolvedSchema, SchemaResolv
 from headwater_spark.validation import PayloadValidator
 
 MODES = ("FAILFAST", "PERMISSIVE")
-_FRAME = struct.Struct(">bI")
 
 
 class AvroDecodeError(ValueError):
@@ -194,7 +193,7 @@ def _binary_type() -> DataType:
 def _encoder(registry_url: str, writer: RegisteredSchema) -> Callable[[pa.Array], pa.Array]:
     def encode(values: pa.Array) -> pa.Array:
         resolved = SchemaResolver.of(registry_url).resolve(writer)
-        header = _FRAME.pack(0, int(writer.schema_id))
+        header = struct.pack(">bI", 0, int(writer.schema_id))
         to_avro = _avro_shape(resolved)
         write = fastavro.schemaless_writer
         parsed = resolved.parsed
