@@ -1,4 +1,4 @@
-"""Confluent-framed Avro as DataFrame columns: :func:`from_confluent_avro`, :func:`to_confluent_avro`.
+"""Confluent-framed Avro as DataFrame columns: from_confluent_avro and to_confluent_avro.
 
 What ABRiS and Databricks' ``from_avro(..., schemaRegistryAddress)`` offer, in Python::
 
@@ -32,7 +32,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 from pyspark.sql import Column
-from pyspark.sql.functions import arrow_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType
 
@@ -109,7 +109,8 @@ def from_confluent_avro(
 
 
 def _udf(function: Callable[[Any], Any], data_type: DataType) -> Callable[[Any], Column]:
-    wrapped: Callable[[Any], Column] = arrow_udf(function, data_type)
+    # pyspark's overloads type only atomic and array return types; a STRUCT is valid at runtime.
+    wrapped: Callable[[Any], Column] = arrow_udf(function, data_type)  # type: ignore[call-overload]
     return wrapped
 
 
