@@ -383,7 +383,7 @@ def test_validate_command_parses_with_the_real_cli_and_writes_to_its_volume() ->
     # The driver and executor pods mount the same claim at the same path (cluster mode).
     confs = dict(
         c.split("=", 1)
-        for c, flag in zip(container["command"][1:], container["command"])
+        for c, flag in zip(container["command"][1:], container["command"], strict=False)
         if flag == "--conf"
     )
     for role in ("driver", "executor"):
