@@ -38,7 +38,11 @@ done
 [[ "${1:-}" == "--" ]] && shift
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/headwater-submit.XXXXXX")"
-cleanup() { rm -rf "$WORK"; }
+LINK=""
+cleanup() {
+    rm -rf "$WORK"
+    if [[ -n "$LINK" ]]; then rm -f "$LINK"; fi
+}
 trap cleanup EXIT INT TERM
 
 ARCHIVE="${HEADWATER_ENV_ARCHIVE:-}"
@@ -55,12 +59,34 @@ from headwater_spark.validate import main
 sys.exit(main())
 PYEOF
 
+# In client mode the driver runs here, with this Python; in cluster mode it runs in the cluster,
+# from the shipped environment like the executors.
+DRIVER_ARGS=(--conf "spark.pyspark.driver.python=$PY")
+CLUSTER=0
+for ((i = 0; i < ${#SUBMIT_ARGS[@]}; i++)); do
+    if [[ "${SUBMIT_ARGS[$i]}" == "--deploy-mode" && "${SUBMIT_ARGS[$((i + 1))]:-}" == "cluster" ]] ||
+        [[ "${SUBMIT_ARGS[$i]}" == "--deploy-mode=cluster" ]]; then
+        DRIVER_ARGS=()
+        CLUSTER=1
+    fi
+done
+# A client-mode driver also starts Python workers itself (planning Python data sources) with
+# spark.pyspark.python, relative to its working directory, where the archive is not unpacked:
+# ./environment points at this Python's environment for as long as the job runs.
+if [[ "$CLUSTER" == 0 && ! -e environment ]]; then
+    ln -s "$(cd "$(dirname "$PY")/.." && pwd)" environment
+    LINK="$PWD/environment"
+fi
+
+# A pip-installed spark-submit finds its SPARK_HOME by importing pyspark with this Python.
+export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}"
+
 # Not exec: the trap must still run after spark-submit returns.
 set +e
-PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}" "$SUBMIT" \
+"$SUBMIT" \
     --archives "$ARCHIVE#environment" \
     --conf spark.pyspark.python=./environment/bin/python \
-    --conf spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python \
+    ${DRIVER_ARGS[@]+"${DRIVER_ARGS[@]}"} \
     ${SUBMIT_ARGS[@]+"${SUBMIT_ARGS[@]}"} "$WORK/headwater_validate.py" "$@"
 status=$?
 set -e

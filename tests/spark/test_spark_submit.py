@@ -18,6 +18,7 @@ from tests.support import ROOT
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.timeout(900)  # builds the packed environment (a fresh venv) before submitting
 def test_submit_ships_a_packed_environment_gates_and_cleans_up(
     platform: Platform, tmp_path: Path
 ) -> None:
@@ -51,15 +52,20 @@ def test_submit_ships_a_packed_environment_gates_and_cleans_up(
         "--max-invalid",
         "0",
     ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    run_in = tmp_path / "cwd"
+    run_in.mkdir()
+    done = subprocess.run(command, env=env, cwd=run_in, capture_output=True, text=True, timeout=900)
+    errors = [line for line in done.stderr.splitlines() if "Error" in line or "error:" in line]
     # One invalid record, none allowed: the quality gate fails the run with exit code 3.
-    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 3, "\n".join(errors[:20]) or done.stderr[-3000:]
     assert "quality gate failed: 1 invalid records, more than the 0 allowed" in done.stderr
     written = json.loads(summary.read_text())
     assert written["outcomes"] == {"invalid": 1, "valid": 8}
     assert written["gate"]["passed"] is False
     assert (tmp_path / "pack" / "executor-env.tar.gz").exists()
-    assert list(scratch.iterdir()) == []  # the trap removed what the script made
+    # The trap removed what the script made: its temporary directory and ./environment.
+    assert list(scratch.iterdir()) == []
+    assert list(run_in.iterdir()) == []
 
 
 def test_sql_and_the_jvm_reader_find_the_format_without_registration(
