@@ -58,7 +58,8 @@ def test_submit_ships_a_packed_environment_gates_and_cleans_up(
     errors = [line for line in done.stderr.splitlines() if "Error" in line or "error:" in line]
     # One invalid record, none allowed: the quality gate fails the run with exit code 3.
     assert done.returncode == 3, "\n".join(errors[:20]) or done.stderr[-3000:]
-    assert "quality gate failed: 1 invalid records, more than the 0 allowed" in done.stderr
+    # spark-submit merges the Python driver's stderr into its stdout.
+    assert "quality gate failed: 1 invalid records, more than the 0 allowed" in done.stdout
     written = json.loads(summary.read_text())
     assert written["outcomes"] == {"invalid": 1, "valid": 8}
     assert written["gate"]["passed"] is False
