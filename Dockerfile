@@ -53,10 +53,15 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build-spark /opt/headwater /opt/headwater
+# Driver and executor pods of Spark's Kubernetes cluster mode start through this entrypoint
+# (`driver` / `executor`); any other command runs as given.
+COPY spark/k8s-entrypoint.sh /opt/entrypoint.sh
 ENV PYSPARK_PYTHON=/opt/headwater/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/headwater/bin/python \
+    SPARK_HOME=/opt/headwater/lib/python3.11/site-packages/pyspark \
     SPARK_LOCAL_DIRS=/tmp
 USER 10001:10001
+ENTRYPOINT ["/opt/entrypoint.sh"]
 CMD ["headwater", "validate", "--help"]
 
 # --- service (default): broker, registry or coordinator, chosen by the command -----------------

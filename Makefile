@@ -36,7 +36,7 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(DEV_STAMP)
-	$(VENV)/bin/mypy headwater headwater_cli services/*/headwater_* spark/headwater_spark tests bench
+	$(VENV)/bin/mypy headwater headwater_cli services/*/headwater_* spark/headwater_spark spark/pyspark_headwater tests bench
 
 unit: $(DEV_STAMP)
 	$(PY) -m pytest tests/unit

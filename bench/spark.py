@@ -14,6 +14,14 @@ What is measured, in one run, over the same records:
   record from the broker over HTTP, check framing, look up the writer schema, decode with
   resolution into the expected schema, aggregate the summary. No outputs written.
 * **Spark validate + Parquet** -- the same, also writing valid records as Parquet.
+* **from_confluent_avro** -- the ``headwater`` source read plus the Arrow UDF decoding every value
+  into the schema's struct (the column function users call outside the job).
+* **SDK produce_many, 1 process** -- the SDK's idempotent Producer writing the same number of
+  records of the same size from one process: the sink's baseline.
+* **Spark sink** -- ``df.write.format("headwater")`` of those records from ``local[2]``.
+
+Targets (issue 13, on local[2]): read >= 2x the loop, validate >= 1.5x the loop, sink within 2x
+of ``produce_many`` (>= 0.5x its rate); each row prints its ratio beside the target.
 
 Spark rows are timed after an untimed warm-up job (Python worker start-up is not counted). The
 broker and registry run as real processes on free loopback ports (``BROKER_FSYNC=never``);
@@ -62,7 +70,7 @@ ORDER = {
     ],
 }
 RECORDS_PER_BATCH = 5000
-TARGET_RATIO = 1.5
+TARGETS = {"read": 2.0, "validate": 1.5, "sink": 0.5}
 
 
 def make_payloads(schema_id: int, count: int) -> list[bytes]:
@@ -241,15 +249,69 @@ def main() -> int:
                 raise RuntimeError(f"expected {args.records} valid, got {summary.outcomes}")
             return summary.total, summary.elapsed_s
 
+        def decode_column() -> tuple[int, float]:
+            from pyspark.sql import functions as sf
+
+            from headwater_spark.avro_functions import from_confluent_avro
+
+            started = time.perf_counter()
+            decoded = (
+                spark.read.format("headwater")
+                .option("brokers", broker)
+                .option("subscribe", topic)
+                .option("minPartitions", str(cores))
+                .load()
+                .select(from_confluent_avro("value", registry, topic=topic).alias("o"))
+                .agg(sf.count("o.id").alias("n"))
+                .collect()[0]
+                .n
+            )
+            return decoded, time.perf_counter() - started
+
+        def sink(round_number: int) -> float:
+            from pyspark.sql import functions as sf
+
+            out = f"bench-sink-{round_number}"
+            httpx.post(f"{broker}/topics", json={"name": out, "partitions": args.partitions})
+            rows = spark.range(args.records, numPartitions=cores).select(
+                sf.lit(sample_value).alias("value")
+            )
+            started = time.perf_counter()
+            rows.write.format("headwater").option("brokers", broker).option("topic", out).mode(
+                "append"
+            ).save()
+            return time.perf_counter() - started
+
+        def produce_many(round_number: int) -> float:
+            from headwater.producer import Producer
+
+            out = f"bench-sdk-{round_number}"
+            httpx.post(f"{broker}/topics", json={"name": out, "partitions": args.partitions})
+            values = [sample_value] * args.records
+            started = time.perf_counter()
+            with Producer({"bootstrap.servers": broker}) as producer:
+                for at in range(0, len(values), 100_000):
+                    producer.produce_many(out, values[at : at + 100_000])
+                if producer.flush(300):
+                    raise RuntimeError("produce_many did not finish")
+            return time.perf_counter() - started
+
+        sample_value = payloads[0]
         loop_name = "fastavro decode loop, 1 process"
         hoisted_name = "fastavro loop, set-up hoisted, 1 process"
         read_name = f"Spark read only (no validation), {args.master}"
         validate_name = f"Spark validate, {args.master}"
+        decode_name = f"from_confluent_avro, {args.master}"
+        sdk_name = "SDK produce_many, 1 process"
+        sink_name = f"Spark sink (write.format headwater), {args.master}"
         times: dict[str, list[float]] = {
             loop_name: [],
             hoisted_name: [],
             read_name: [],
             validate_name: [],
+            decode_name: [],
+            sdk_name: [],
+            sink_name: [],
         }
         # Rounds alternate the loop and the Spark rows, so load from other work on the machine
         # hits them alike; best and median of the rounds are reported.
@@ -264,6 +326,12 @@ def main() -> int:
                 raise RuntimeError(f"read {count} records, expected {args.records}")
             times[read_name].append(seconds)
             times[validate_name].append(validate()[1])
+            decoded, seconds = decode_column()
+            if decoded != args.records:
+                raise RuntimeError(f"decoded {decoded} records, expected {args.records}")
+            times[decode_name].append(seconds)
+            times[sdk_name].append(produce_many(round_number))
+            times[sink_name].append(sink(round_number))
         del payloads
         if not args.skip_parquet:
             times[f"Spark validate + Parquet, {args.master}"] = [
@@ -287,7 +355,25 @@ def main() -> int:
                 f"{name:<46} {best:>11,.0f} {best / best_loop:>7.2f}x "
                 f"{median:>13,.0f} {median / median_loop:>7.2f}x"
             )
-        print(f"target: Spark validate >= {TARGET_RATIO}x the loop")
+
+        def ratio(name: str, base: str) -> tuple[float, float]:
+            return (
+                min(times[base]) / min(times[name]),
+                statistics.median(times[base]) / statistics.median(times[name]),
+            )
+
+        for label, name, base in (
+            ("read", read_name, loop_name),
+            ("validate", validate_name, loop_name),
+            ("sink", sink_name, sdk_name),
+        ):
+            best, median = ratio(name, base)
+            target = TARGETS[label]
+            verdict = "met" if best >= target else "NOT met"
+            print(
+                f"target: {label} >= {target}x {'produce_many' if label == 'sink' else 'the loop'}"
+                f": best {best:.2f}x, median {median:.2f}x ({verdict})"
+            )
         vs_hoisted = [
             min(times[hoisted_name]) / min(times[validate_name]),
             statistics.median(times[hoisted_name]) / statistics.median(times[validate_name]),

@@ -21,7 +21,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.sql.types import (
@@ -65,9 +65,16 @@ class _Names:
         self.open: set[str] = set()
 
 
-def spark_type(schema: Any) -> tuple[DataType, bool]:
-    """``(type, nullable)`` for an Avro schema (JSON form, as parsed by ``json.loads``)."""
-    return _spark(schema, _Names(), None)
+def _seeded(named: Mapping[str, Any] | None) -> _Names:
+    names = _Names()
+    names.defined.update(named or {})
+    return names
+
+
+def spark_type(schema: Any, named: Mapping[str, Any] | None = None) -> tuple[DataType, bool]:
+    """``(type, nullable)`` for an Avro schema (JSON form, as parsed by ``json.loads``);
+    ``named`` holds named types its references bring (full name -> definition)."""
+    return _spark(schema, _seeded(named), None)
 
 
 def _full_name(schema: dict[str, Any], namespace: str | None) -> str:
@@ -151,9 +158,9 @@ def _logical(schema: dict[str, Any], logical: str) -> DataType | None:
     return None
 
 
-def converter(schema: Any) -> Converter | None:
+def converter(schema: Any, named: Mapping[str, Any] | None = None) -> Converter | None:
     """A function making a fastavro-decoded value fit :func:`spark_type`, None if none is needed."""
-    return _converter(schema, _Names(), None)
+    return _converter(schema, _seeded(named), None)
 
 
 def _converter(schema: Any, names: _Names, namespace: str | None) -> Converter | None:

@@ -3,29 +3,29 @@
 A topic output cannot be overwritten the way a Parquet directory can, so the job remembers which
 source ranges it has produced (after the produce of a range succeeded) and, when a range is
 validated again, skips producing records inside a recorded range. The ledger is one JSON file per
-output topic under the job's ``--state-dir``, written atomically (write a temporary file, then
-rename) by the driver only.
+output topic under the job's ``--state-dir``, which may be any Hadoop path (``s3a://``,
+``hdfs://``, ``file://``) so an ephemeral driver pod does not lose it; it is written atomically
+(:mod:`headwater_spark.files`) by the driver only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from headwater.types import Offset, PartitionId
+from headwater_spark.files import Files
 from headwater_spark.offsets import OffsetRange
 
 
 class RangeLedger:
     """Produced source ranges per output topic: ``{"source-topic": {"0": [[start, end], ...]}}``."""
 
-    def __init__(self, state_dir: str | Path, output_topic: str) -> None:
-        self.path = Path(state_dir) / f"produced-{output_topic}.json"
-        self._ranges: dict[str, dict[str, list[list[int]]]] = {}
-        if self.path.exists():
-            self._ranges = json.loads(self.path.read_text())
+    def __init__(self, files: Files, state_dir: str, output_topic: str) -> None:
+        self.files = files
+        self.path = files.join(state_dir, f"produced-{output_topic}.json")
+        text = files.read_text(self.path)
+        self._ranges: dict[str, dict[str, list[list[int]]]] = json.loads(text) if text else {}
 
     def recorded(self) -> list[OffsetRange]:
         """Every recorded range (merged: no overlaps, sorted)."""
@@ -44,10 +44,7 @@ class RangeLedger:
             spans = self._ranges.setdefault(r.topic, {}).setdefault(str(r.partition), [])
             spans.append([int(r.start), int(r.end)])
             spans[:] = _merge(spans)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._ranges, sort_keys=True, indent=1))
-        os.replace(tmp, self.path)
+        self.files.write_text(self.path, json.dumps(self._ranges, sort_keys=True, indent=1))
 
 
 def _merge(spans: list[list[int]]) -> list[list[int]]:

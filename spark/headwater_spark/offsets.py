@@ -11,8 +11,8 @@ Offset options follow Kafka's Spark source: ``"earliest"``, ``"latest"``, or JSO
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from headwater.types import Offset, PartitionId
 
@@ -38,56 +38,229 @@ class OffsetRange:
         return max(0, self.end - self.start)
 
 
+class OffsetOptionError(ValueError):
+    """An offset option that is malformed or that Kafka's rules refuse for this log."""
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query needs are no longer in the log (retention moved its start past them), or
+    a partition it read from is gone; raised only with ``failOnDataLoss`` true (the default)."""
+
+
+DATA_LOSS_HINT = (
+    "Some data may have been lost because it is not available in the log any more: retention "
+    "deleted it, or the topic was deleted and recreated. If you want your query to go on "
+    "anyway, set the source option failOnDataLoss to false."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetSpec:
-    """A parsed ``startingOffsets`` / ``endingOffsets`` option.
+    """A parsed ``startingOffsets`` / ``endingOffsets`` (or by-timestamp) option.
 
-    ``default`` (EARLIEST or LATEST) applies to partitions the JSON form does not name.
+    ``kind`` is ``earliest``, ``latest``, ``offsets`` (``per_partition`` holds offsets, -2/-1
+    allowed) or ``timestamps`` (``per_partition`` holds timestamps in ms, or ``timestamp`` one
+    timestamp for every partition).
     """
 
-    default: int
-    per_partition: Mapping[TopicPartition, int]
+    kind: str
+    per_partition: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int | None = None
 
-    def resolve(self, tp: TopicPartition, beginning: Offset, end: Offset) -> Offset:
-        """The concrete offset for ``tp`` given its current log range, clamped into it."""
-        wanted = self.per_partition.get(tp, self.default)
-        if wanted == EARLIEST:
-            return beginning
-        if wanted == LATEST:
-            return end
-        return Offset(min(max(wanted, beginning), end))
+    @property
+    def names_partitions(self) -> bool:
+        return bool(self.per_partition)
 
 
-def parse_offset_spec(text: str | None, default: int) -> OffsetSpec:
-    """Parse an offsets option; ``ValueError`` with the option's grammar when it is malformed."""
+def parse_offset_spec(text: str | None, default: int, name: str = "offsets") -> OffsetSpec:
+    """Parse an offsets option; ``OffsetOptionError`` with the option's grammar when malformed."""
     if text is None or not text.strip():
-        return OffsetSpec(default, {})
+        return OffsetSpec("earliest" if default == EARLIEST else "latest")
     word = text.strip().lower()
-    if word == "earliest":
-        return OffsetSpec(EARLIEST, {})
-    if word == "latest":
-        return OffsetSpec(LATEST, {})
+    if word in ("earliest", "latest"):
+        return OffsetSpec(word)
+    return OffsetSpec("offsets", _partition_json(name, text, EARLIEST))
+
+
+def parse_timestamp_spec(text: str, name: str) -> OffsetSpec:
+    """``{"topic": {"0": 1700000000000}}``: a timestamp (ms) per partition."""
+    return OffsetSpec("timestamps", _partition_json(name, text, 0))
+
+
+def _partition_json(name: str, text: str, minimum: int) -> dict[TopicPartition, int]:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError:
         raw = None
-    if not isinstance(raw, dict):
-        raise ValueError(
-            f"offsets must be 'earliest', 'latest' or JSON like "
+    what = "an offset >= 0, -2 (earliest) or -1 (latest)" if minimum < 0 else "a timestamp >= 0"
+    if not isinstance(raw, dict) or not raw:
+        raise OffsetOptionError(
+            f"option {name}: expected 'earliest', 'latest' or JSON like "
             f'{{"topic": {{"0": 23, "1": -2}}}}, got {text!r}'
+            if minimum < 0
+            else f'option {name}: expected JSON like {{"topic": {{"0": 1700000000000}}}}, '
+            f"got {text!r}"
         )
     per_partition: dict[TopicPartition, int] = {}
     for topic, partitions in raw.items():
         if not isinstance(partitions, dict):
-            raise ValueError(f"offsets for topic {topic!r} must be an object of partition: offset")
+            raise OffsetOptionError(
+                f"option {name}: the value for topic {topic!r} must be an object of "
+                "partition: offset"
+            )
         for partition, offset in partitions.items():
-            if not str(partition).isdigit() or not isinstance(offset, int) or offset < EARLIEST:
-                raise ValueError(
-                    f"bad offset {offset!r} for {topic}/{partition}: use an offset >= 0, "
-                    "-2 (earliest) or -1 (latest)"
+            if not str(partition).isdigit():
+                raise OffsetOptionError(
+                    f"option {name}: partition {partition!r} of topic {topic!r} is not a number"
+                )
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < minimum:
+                raise OffsetOptionError(
+                    f"option {name}: bad value {offset!r} for {topic}/{partition}: use {what}"
                 )
             per_partition[(str(topic), PartitionId(int(partition)))] = offset
-    return OffsetSpec(default, per_partition)
+    return per_partition
+
+
+LogRanges = Mapping[TopicPartition, tuple[Offset, Offset]]
+"""``(beginning, end)`` per partition: the first offset still stored and the next to be written."""
+
+TimestampLookup = Callable[[TopicPartition, int], Offset | None]
+"""The first offset of a partition whose record timestamp is >= the given one (None: none)."""
+
+
+def _check_named(name: str, spec: OffsetSpec, ranges: LogRanges) -> None:
+    """Kafka's rule: JSON offsets name every partition the query reads, and only those."""
+    if not spec.names_partitions:
+        return
+    named, present = set(spec.per_partition), set(ranges)
+    if named != present:
+        missing = sorted(present - named)
+        unknown = sorted(named - present)
+        parts = []
+        if missing:
+            parts.append(f"missing {[f'{t}/{p}' for t, p in missing]}")
+        if unknown:
+            parts.append(f"not read by this query {[f'{t}/{p}' for t, p in unknown]}")
+        raise OffsetOptionError(
+            f"option {name} must name every partition the query reads, and only those "
+            f"({'; '.join(parts)}); use -2 for earliest and -1 for latest"
+        )
+
+
+def resolve_starts(
+    spec: OffsetSpec,
+    ranges: LogRanges,
+    lookup: TimestampLookup,
+    *,
+    batch: bool,
+    fail_on_data_loss: bool,
+    timestamp_strategy: str = "error",
+    name: str = "startingOffsets",
+) -> PartitionOffsets:
+    """Concrete start offsets per partition, validated as Kafka's source validates them."""
+    if batch and spec.kind == "latest":
+        raise OffsetOptionError(f"option {name}=latest is not valid for batch queries")
+    _check_named(name, spec, ranges)
+    out: PartitionOffsets = {}
+    for tp, (beginning, end) in sorted(ranges.items()):
+        wanted = _wanted(spec, tp, lookup, name, end, timestamp_strategy)
+        if wanted == EARLIEST:
+            out[tp] = beginning
+        elif wanted == LATEST:
+            if batch:
+                raise OffsetOptionError(
+                    f"option {name}: -1 (latest) for {tp[0]}/{tp[1]} is not valid for batch queries"
+                )
+            out[tp] = end
+        elif wanted < beginning:
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"{name}: offset {wanted} of {tp[0]}/{tp[1]} is before the log start "
+                    f"{beginning} (the log holds [{beginning}, {end})). {DATA_LOSS_HINT}"
+                )
+            out[tp] = beginning
+        elif wanted > end:
+            raise OffsetOptionError(
+                f"option {name}: offset {wanted} of {tp[0]}/{tp[1]} is past the log end {end} "
+                f"(the log holds [{beginning}, {end}))"
+            )
+        else:
+            out[tp] = Offset(wanted)
+    return out
+
+
+def resolve_ends(
+    spec: OffsetSpec,
+    ranges: LogRanges,
+    lookup: TimestampLookup,
+    *,
+    fail_on_data_loss: bool,
+    name: str = "endingOffsets",
+) -> PartitionOffsets:
+    """Concrete (exclusive) end offsets per partition of a batch query, validated as Kafka's."""
+    if spec.kind == "earliest":
+        raise OffsetOptionError(f"option {name}=earliest is not valid for batch queries")
+    _check_named(name, spec, ranges)
+    out: PartitionOffsets = {}
+    for tp, (beginning, end) in sorted(ranges.items()):
+        # No record at or after an ending timestamp: the query reads to the end, as Kafka's.
+        wanted = _wanted(spec, tp, lookup, name, end, "latest")
+        if wanted == LATEST:
+            out[tp] = end
+        elif wanted == EARLIEST:
+            raise OffsetOptionError(
+                f"option {name}: -2 (earliest) for {tp[0]}/{tp[1]} is not valid as an ending offset"
+            )
+        elif wanted > end:
+            raise OffsetOptionError(
+                f"option {name}: offset {wanted} of {tp[0]}/{tp[1]} is past the log end {end} "
+                f"(the log holds [{beginning}, {end}))"
+            )
+        elif wanted < beginning:
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"{name}: offset {wanted} of {tp[0]}/{tp[1]} is before the log start "
+                    f"{beginning}. {DATA_LOSS_HINT}"
+                )
+            out[tp] = beginning
+        else:
+            out[tp] = Offset(wanted)
+    return out
+
+
+def _wanted(
+    spec: OffsetSpec,
+    tp: TopicPartition,
+    lookup: TimestampLookup,
+    name: str,
+    end: Offset,
+    strategy: str,
+) -> int:
+    if spec.kind == "earliest":
+        return EARLIEST
+    if spec.kind == "latest":
+        return LATEST
+    if spec.kind == "offsets":
+        return spec.per_partition[tp]
+    timestamp = spec.timestamp if spec.timestamp is not None else spec.per_partition[tp]
+    found = lookup(tp, timestamp)
+    if found is not None:
+        return found
+    if strategy == "latest":
+        return end
+    raise OffsetOptionError(
+        f"option {name}: {tp[0]}/{tp[1]} has no record at or after timestamp {timestamp}; "
+        "set startingOffsetsByTimestampStrategy=latest to start at the end instead"
+    )
+
+
+def check_order(starts: PartitionOffsets, ends: PartitionOffsets) -> None:
+    """Kafka's last check of a batch range: no start after its end."""
+    for tp, start in sorted(starts.items()):
+        if start > ends[tp]:
+            raise OffsetOptionError(
+                f"starting offset {start} of {tp[0]}/{tp[1]} is after its ending offset {ends[tp]}"
+            )
 
 
 def to_json_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

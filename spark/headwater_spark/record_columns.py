@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - exercised only where aiokafka is not i
     _CompiledBatch = None
 
 _CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08  # batch attributes bit 3: LogAppendTime
 Headers = list[tuple[str, bytes | None]]
 
 
@@ -40,6 +41,7 @@ class RecordColumns:
     keys: list[bytes | None] = field(default_factory=list)
     values: list[bytes | None] = field(default_factory=list)
     headers: list[Headers] = field(default_factory=list)
+    timestamp_types: list[int] = field(default_factory=list)  # 0 CreateTime, 1 LogAppendTime
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -52,9 +54,10 @@ class RecordColumns:
             self.keys[:count],
             self.values[:count],
             self.headers[:count],
+            self.timestamp_types[:count],
         )
         del self.offsets[:count], self.timestamps[:count], self.keys[:count]
-        del self.values[:count], self.headers[:count]
+        del self.values[:count], self.headers[:count], self.timestamp_types[:count]
         return head
 
 
@@ -73,12 +76,17 @@ def append_batch(
     returns how many were appended. ``lean`` fills only ``offsets`` and ``values``; ``compiled``
     False forces the reference codec (tests compare the two)."""
     before = len(out.offsets)
+    if not lean:
+        timestamp_type = 1 if header.attributes & _TIMESTAMP_TYPE_BIT else 0
     if compiled and _CompiledBatch is not None and not header.attributes & _CODEC_MASK:
         whole = header.base_offset >= low and header.last_offset < high
         _append_compiled(out, bytes(buf[pos : pos + header.size]), low, high, whole, lean)
     else:
         _append_reference(out, buf, pos, low, high, lean)
-    return len(out.offsets) - before
+    added = len(out.offsets) - before
+    if not lean:
+        out.timestamp_types.extend([timestamp_type] * added)
+    return added
 
 
 def _append_compiled(

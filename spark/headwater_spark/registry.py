@@ -30,6 +30,11 @@ class SchemaRegistry:
                 client = _clients[self.url] = SchemaRegistryClient(self.url)
         self._client = client
 
+    @property
+    def client(self) -> SchemaRegistryClient:
+        """The SDK client behind this view (shared per URL, caching schemas by id)."""
+        return self._client
+
     def by_id(self, schema_id: int) -> RegisteredSchema | None:
         """The schema with this global id, or None when the registry has none (40403)."""
         try:

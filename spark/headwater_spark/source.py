@@ -1,41 +1,33 @@
 """The ``headwater`` PySpark Python Data Source: batch and streaming reads of topic partitions.
 
-Usage::
+A drop-in for Spark's Kafka source: the same option names and rules, the same rows::
 
-    spark.dataSource.register(HeadwaterDataSource)
+    spark.dataSource.register(HeadwaterDataSource)   # or install headwater[spark]: see below
     df = (spark.read.format("headwater")
-          .option("brokers", "http://127.0.0.1:8082")
+          .option("kafka.bootstrap.servers", "http://127.0.0.1:8082")
           .option("subscribe", "orders")
           .option("startingOffsets", "earliest")
-          .option("endingOffsets", "latest")
           .load())
 
-Rows: ``topic, partition, offset, timestamp, key, value, headers`` (:data:`SOURCE_SCHEMA_DDL`).
-
-Options (names as Spark's Kafka source where one exists):
-
-- ``brokers`` (or ``bootstrap.servers``): comma-separated broker URLs. Required.
-- ``subscribe`` (or ``topic``): comma-separated topic names. Required.
-- ``startingOffsets``: ``earliest`` | ``latest`` | JSON ``{"t": {"0": 23, "1": -2}}``. Default
-  ``earliest`` for batch, ``latest`` for streaming (only for a new query: a restarted query resumes
-  from its checkpoint).
-- ``endingOffsets`` (batch only): ``latest`` (default) | JSON, ``-1`` = latest.
-- ``maxRecordsPerPartition``: most records one Spark task reads (default 200000); larger offset
-  ranges are split so every core works.
-- ``minPartitions``: at least this many Spark partitions (ranges are halved until reached).
-- ``maxRecordsPerTrigger`` (streaming): most records per micro-batch, shared fairly across
-  partitions; it applies under ``Trigger.AvailableNow`` too (several batches up to the target),
-  but a limit Spark passes itself (``ReadAllAvailable`` for ``Trigger.Once``) wins.
-- ``rowsPerBatch``: rows per Arrow batch handed to Spark (default 10000).
+Rows (:func:`source_schema`): ``key BINARY, value BINARY, topic STRING, partition INT,
+offset BIGINT, timestamp TIMESTAMP, timestampType INT`` and, with ``includeHeaders``,
+``headers ARRAY<STRUCT<key: STRING, value: BINARY>>``. Options are parsed strictly by
+:mod:`headwater_spark.options` and offsets checked against the log by
+:mod:`headwater_spark.offsets`; docs/spark.md has the table. The same format writes
+(:mod:`headwater_spark.sink`).
 
 Where code runs: ``DataSource.__init__``/``schema``/``reader``/``streamReader``, ``partitions``,
-``initialOffset``, ``latestOffset`` and ``commit`` run on the driver; ``read`` runs on executors and
-builds its own HTTP client there. Everything the executors receive (the reader object, its
-:class:`RangePartition` list) is plain picklable data.
+``initialOffset``, ``latestOffset`` and ``commit`` run on the driver; ``read`` runs on executors
+and builds its own HTTP client there, yielding Arrow record batches (no per-row Python objects
+cross to the JVM). Everything the executors receive (the reader, its :class:`RangePartition`
+list) is plain picklable data. Reads go through the SDK's BrokerClient, which routes each
+partition to where it is served.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -44,12 +36,15 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -64,102 +59,103 @@ from pyspark.sql.types import (
 )
 from typing_extensions import override
 
+from headwater.types import Offset
 from headwater_spark.offsets import (
+    DATA_LOSS_HINT,
     EARLIEST,
     LATEST,
+    DataLossError,
+    LogRanges,
     OffsetRange,
+    OffsetSpec,
     PartitionOffsets,
+    check_order,
     from_json_offsets,
     limit_ends,
     parse_offset_spec,
+    parse_timestamp_spec,
+    resolve_ends,
+    resolve_starts,
     split_ranges,
     to_json_offsets,
 )
+from headwater_spark.options import SourceOptions
 from headwater_spark.topic_log import TopicLog
 
-SOURCE_SCHEMA_DDL = (
-    "topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, key BINARY, "
-    "value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+log = logging.getLogger("headwater_spark.source")
+
+FORMAT = "headwater"
+
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
-SOURCE_SCHEMA = StructType(
-    [
+
+
+def source_schema(include_headers: bool = True) -> StructType:
+    """The source's rows, as Spark's Kafka source has them (built without a running session)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
         StructField("timestamp", TimestampType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
+        StructField("timestampType", IntegerType()),
     ]
-)
-"""The same rows as a StructType (built without a running session)."""
-
-DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
-DEFAULT_ROWS_PER_BATCH = 10_000
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
 
 
-class SourceOptions:
-    """The source's options, parsed once on the driver (picklable: plain values only)."""
-
-    def __init__(self, options: dict[str, str]) -> None:
-        lowered = {k.lower(): v for k, v in options.items()}
-        brokers = lowered.get("brokers") or lowered.get("bootstrap.servers") or ""
-        self.brokers = [b.strip() for b in brokers.split(",") if b.strip()]
-        topics = lowered.get("subscribe") or lowered.get("topic") or ""
-        self.topics = [t.strip() for t in topics.split(",") if t.strip()]
-        if not self.brokers:
-            raise ValueError("the headwater source needs option 'brokers' (broker URLs)")
-        if not self.topics:
-            raise ValueError("the headwater source needs option 'subscribe' (topic names)")
-        self.starting = lowered.get("startingoffsets")
-        self.ending = lowered.get("endingoffsets")
-        self.max_records_per_partition = _positive(
-            lowered, "maxrecordsperpartition", DEFAULT_MAX_RECORDS_PER_PARTITION
-        )
-        self.min_partitions = _positive(lowered, "minpartitions", 1)
-        self.rows_per_batch = _positive(lowered, "rowsperbatch", DEFAULT_ROWS_PER_BATCH)
-        limit = lowered.get("maxrecordspertrigger")
-        self.max_records_per_trigger = (
-            _positive(lowered, "maxrecordspertrigger", 1) if limit else None
-        )
-
-    def topic_log(self) -> TopicLog:
-        return TopicLog(self.brokers)
+SOURCE_SCHEMA = source_schema(True)
+"""Every column the source can give (``headers`` only with ``includeHeaders``)."""
 
 
-def _positive(options: dict[str, str], name: str, default: int) -> int:
-    raw = options.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"option {name} must be an integer, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"option {name} must be >= 1, got {value}")
-    return value
+def starting_spec(options: SourceOptions, default: int) -> tuple[OffsetSpec, str]:
+    """The starting position option in force, with Kafka's precedence: ``startingTimestamp``,
+    then ``startingOffsetsByTimestamp``, then ``startingOffsets``."""
+    if options.starting_timestamp is not None:
+        return OffsetSpec("timestamps", timestamp=options.starting_timestamp), "startingTimestamp"
+    if options.starting_by_timestamp is not None:
+        name = "startingOffsetsByTimestamp"
+        return parse_timestamp_spec(options.starting_by_timestamp, name), name
+    name = "startingOffsets"
+    return parse_offset_spec(options.starting_offsets, default, name), name
 
 
-def resolve_ranges(
-    log: TopicLog, topics: Sequence[str], starting: str | None, ending: str | None
-) -> list[OffsetRange]:
-    """Concrete ``[start, end)`` per partition of ``topics`` for batch offset options (driver)."""
-    start_spec = parse_offset_spec(starting, EARLIEST)
-    end_spec = parse_offset_spec(ending, LATEST)
-    return [
-        OffsetRange(
-            topic,
-            partition,
-            start_spec.resolve((topic, partition), beginning, end),
-            end_spec.resolve((topic, partition), beginning, end),
-        )
-        for (topic, partition), (beginning, end) in sorted(log.log_ranges(topics).items())
-    ]
+def ending_spec(options: SourceOptions) -> tuple[OffsetSpec, str]:
+    """The ending position option in force (batch), with the same precedence."""
+    if options.ending_timestamp is not None:
+        return OffsetSpec("timestamps", timestamp=options.ending_timestamp), "endingTimestamp"
+    if options.ending_by_timestamp is not None:
+        name = "endingOffsetsByTimestamp"
+        return parse_timestamp_spec(options.ending_by_timestamp, name), name
+    return parse_offset_spec(options.ending_offsets, LATEST, "endingOffsets"), "endingOffsets"
+
+
+def plan_batch(log: TopicLog, options: SourceOptions) -> list[OffsetRange]:
+    """The batch query's ``[start, end)`` per partition, fixed once on the driver."""
+    ranges = log.subscribed_ranges(options.subscription, streaming=False)
+    start_spec, start_name = starting_spec(options, EARLIEST)
+    end_spec, end_name = ending_spec(options)
+    starts = resolve_starts(
+        start_spec,
+        ranges,
+        log.offset_for_timestamp,
+        batch=True,
+        fail_on_data_loss=options.fail_on_data_loss,
+        timestamp_strategy=options.starting_timestamp_strategy,
+        name=start_name,
+    )
+    ends = resolve_ends(
+        end_spec,
+        ranges,
+        log.offset_for_timestamp,
+        fail_on_data_loss=options.fail_on_data_loss,
+        name=end_name,
+    )
+    check_order(starts, ends)
+    return [OffsetRange(t, p, starts[(t, p)], ends[(t, p)]) for t, p in sorted(ranges)]
 
 
 class RangePartition(InputPartition):
@@ -170,32 +166,61 @@ class RangePartition(InputPartition):
         self.range = offset_range
 
 
-def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Executor side of both readers: stream one range as Arrow batches."""
     if not isinstance(partition, RangePartition):
         # Spark reads one placeholder partition when ``partitions()`` planned none.
         return
     r = partition.range
-    with options.topic_log() as log:
-        yield from log.read_range(r.topic, r.partition, r.start, r.end, options.rows_per_batch)
+    with TopicLog(options.brokers) as topic_log:
+        yield from topic_log.read_range(
+            r.topic,
+            r.partition,
+            r.start,
+            r.end,
+            options.rows_per_batch,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+        )
 
 
 class HeadwaterDataSource(DataSource):
-    """Format ``headwater``: topic partitions of a Headwater cluster as a DataFrame or stream."""
+    """Format ``headwater``: topic partitions as a DataFrame or a stream, and a sink to topics."""
 
     @classmethod
     def name(cls) -> str:
-        return "headwater"
+        return FORMAT
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        # Only ``includeHeaders`` shapes the rows; every option is checked when the reader is
+        # built, where the mode (batch or streaming) is known.
+        include = str(_option(self.options, "includeHeaders", "false")).strip().lower()
+        return source_schema(include == "true")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return HeadwaterBatchReader(SourceOptions(dict(self.options)))
+        return HeadwaterBatchReader(SourceOptions.parse(dict(self.options), streaming=False))
 
     @override
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return HeadwaterStreamReader(SourceOptions(dict(self.options)))
+        return HeadwaterStreamReader(SourceOptions.parse(dict(self.options), streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from headwater_spark.sink import HeadwaterBatchWriter
+
+        return HeadwaterBatchWriter(dict(self.options), schema, overwrite)
+
+    @override
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from headwater_spark.sink import HeadwaterStreamWriter
+
+        return HeadwaterStreamWriter(dict(self.options), schema, overwrite)
+
+
+def _option(options: Any, name: str, default: str) -> str:
+    for key, value in dict(options).items():
+        if key.lower() == name.lower():
+            return str(value)
+    return default
 
 
 class HeadwaterBatchReader(DataSourceReader):
@@ -207,17 +232,17 @@ class HeadwaterBatchReader(DataSourceReader):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        with options.topic_log() as log:
-            self.ranges = resolve_ranges(log, options.topics, options.starting, options.ending)
+        with TopicLog(options.brokers) as topic_log:
+            self.ranges = plan_batch(topic_log, options)
 
     def partitions(self) -> Sequence[InputPartition]:
         pieces = split_ranges(
-            self.ranges, self.options.max_records_per_partition, self.options.min_partitions
+            self.ranges, self.options.max_records_per_partition, self.options.min_partitions or 1
         )
         return [RangePartition(piece) for piece in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from _read_partition(self.options, partition)
+        yield from read_partition(self.options, partition)
 
 
 class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -225,42 +250,86 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     Spark checkpoints the end offset of each planned micro-batch before running it and calls
     ``commit`` after, so a restarted query replans the same last batch and continues from its end:
-    no record is skipped or read twice. Partitions added to a topic later start at their beginning.
+    no record is skipped or read twice. Partitions that appear later (a topic grows, a new topic
+    matches ``subscribePattern``) start at their beginning.
+
+    Data loss (a checkpointed position below the log start after retention, a partition gone)
+    fails the query with :class:`DataLossError`; with ``failOnDataLoss`` false the query goes on
+    from the log start instead, logging what it skipped.
     """
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._available_now_target: PartitionOffsets | None = None
+        self._last_trigger = time.monotonic()
 
-    def _available(self) -> tuple[PartitionOffsets, PartitionOffsets]:
-        with self.options.topic_log() as log:
-            ranges = log.log_ranges(self.options.topics)
-        beginnings = {tp: r[0] for tp, r in ranges.items()}
-        ends = {tp: r[1] for tp, r in ranges.items()}
-        return beginnings, ends
+    def _ranges(self) -> LogRanges:
+        with TopicLog(self.options.brokers) as topic_log:
+            return topic_log.subscribed_ranges(self.options.subscription, streaming=True)
 
     @override
     def initialOffset(self) -> dict[str, Any]:
-        starting = parse_offset_spec(self.options.starting, LATEST)
-        beginnings, ends = self._available()
-        return to_json_offsets(
-            {tp: starting.resolve(tp, beginnings[tp], ends[tp]) for tp in sorted(ends)}
-        )
+        spec, name = starting_spec(self.options, LATEST)
+        with TopicLog(self.options.brokers) as topic_log:
+            ranges = topic_log.subscribed_ranges(self.options.subscription, streaming=True)
+            starts = resolve_starts(
+                spec,
+                ranges,
+                topic_log.offset_for_timestamp,
+                batch=False,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                timestamp_strategy=self.options.starting_timestamp_strategy,
+                name=name,
+            )
+        return to_json_offsets(starts)
+
+    def _checked(self, positions: PartitionOffsets, ranges: LogRanges) -> PartitionOffsets:
+        """Positions after Kafka's data-loss rules: gone partitions dropped, positions outside
+        the log moved to its start, or DataLossError when ``failOnDataLoss`` is true."""
+        out: PartitionOffsets = {}
+        for tp, position in sorted(positions.items()):
+            if tp not in ranges:
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(
+                        f"{tp[0]}/{tp[1]} was read up to offset {position} but no longer exists. "
+                        f"{DATA_LOSS_HINT}"
+                    )
+                log.warning("%s/%s no longer exists; its reading stops", *tp)
+                continue
+            beginning, end = ranges[tp]
+            if beginning <= position <= end:
+                out[tp] = position
+                continue
+            problem = (
+                f"{tp[0]}/{tp[1]}: the query's position {position} is outside the log "
+                f"[{beginning}, {end})"
+            )
+            if self.options.fail_on_data_loss:
+                raise DataLossError(f"{problem}. {DATA_LOSS_HINT}")
+            log.warning("%s; going on from offset %s (failOnDataLoss=false)", problem, beginning)
+            out[tp] = beginning
+        return out
 
     @override
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_records_per_trigger is not None:
-            return ReadMaxRows(self.options.max_records_per_trigger)
+        # Python sources get one limit, not Kafka's composite of both: with both options the
+        # maximum is Spark's and the minimum is applied here (_delay).
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     @override
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now_target = self._available()[1]
+        self._available_now_target = {tp: r[1] for tp, r in self._ranges().items()}
 
     @override
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        positions = from_json_offsets(start)
-        beginnings, ends = self._available()
+        ranges = self._ranges()
+        positions = self._checked(from_json_offsets(start), ranges)
+        beginnings = {tp: r[0] for tp, r in ranges.items()}
+        ends = {tp: r[1] for tp, r in ranges.items()}
         if self._available_now_target is not None:
             # Under availableNow, data arriving after the query started is left for the next run.
             target = self._available_now_target
@@ -270,30 +339,55 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ends = {tp: max(end, positions[tp]) for tp, end in ends.items()}
         if isinstance(limit, ReadMaxRows):
             ends = limit_ends(positions, ends, limit.max_rows)
+        if self._delay(positions, ends, limit):
+            return to_json_offsets(positions)
         return to_json_offsets(ends)
+
+    def _delay(self, positions: PartitionOffsets, ends: PartitionOffsets, limit: ReadLimit) -> bool:
+        """``minOffsetsPerTrigger``: hold the batch back while fewer records are pending and
+        ``maxTriggerDelay`` has not passed since the last batch (not under availableNow, nor
+        when Spark asks for everything available)."""
+        minimum = self.options.min_offsets_per_trigger
+        pending = sum(ends[tp] - positions[tp] for tp in ends)
+        now = time.monotonic()
+        if (
+            minimum is not None
+            and self._available_now_target is None
+            and not isinstance(limit, ReadAllAvailable)
+            and pending < minimum
+            and (now - self._last_trigger) * 1000 < self.options.max_trigger_delay_ms
+        ):
+            return True
+        if pending:
+            self._last_trigger = now
+        return False
 
     @override
     def reportLatestOffset(self) -> dict[str, Any]:
-        return to_json_offsets(self._available()[1])
+        return to_json_offsets({tp: r[1] for tp, r in self._ranges().items()})
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         starts = from_json_offsets(start)
         ends = from_json_offsets(end)
-        if any(tp not in starts for tp in ends):
+        beginnings: dict[Any, Offset] = {}
+        if any(tp not in starts for tp in ends) or not self.options.fail_on_data_loss:
+            beginnings = {tp: r[0] for tp, r in self._ranges().items()}
+        ranges = []
+        for (topic, partition), end_offset in sorted(ends.items()):
             # A partition absent from ``start`` appeared during this batch: read it from its
             # first stored offset, as latestOffset assumed when it planned the batch's end.
-            beginnings = self._available()[0]
-            for tp in ends:
-                starts.setdefault(tp, beginnings.get(tp, ends[tp]))
-        ranges = [
-            OffsetRange(topic, partition, starts[(topic, partition)], end_offset)
-            for (topic, partition), end_offset in sorted(ends.items())
-        ]
-        pieces = split_ranges(ranges, self.options.max_records_per_partition)
+            first = starts.get((topic, partition), beginnings.get((topic, partition), end_offset))
+            if not self.options.fail_on_data_loss:
+                # Skipped by latestOffset's data-loss rule: the same skip when reading.
+                first = max(first, min(beginnings.get((topic, partition), first), end_offset))
+            ranges.append(OffsetRange(topic, partition, Offset(first), end_offset))
+        pieces = split_ranges(
+            ranges, self.options.max_records_per_partition, self.options.min_partitions or 1
+        )
         return [RangePartition(piece) for piece in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from _read_partition(self.options, partition)
+        yield from read_partition(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: positions live in Spark's checkpoint, not in the brokers."""

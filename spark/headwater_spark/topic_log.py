@@ -12,6 +12,7 @@ reader for uncompressed batches, the shared codec otherwise).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -21,9 +22,11 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type st
 
 from headwater.client.broker import BrokerClient
 from headwater.closeable import Closeable
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, OffsetOutOfRangeError, TopicNotFoundError
 from headwater.records import iter_batches
 from headwater.types import Offset, PartitionId
+from headwater_spark.offsets import DATA_LOSS_HINT, DataLossError, LogRanges, TopicPartition
+from headwater_spark.options import Subscription
 from headwater_spark.record_columns import RecordColumns, append_batch
 
 T = TypeVar("T")
@@ -31,16 +34,20 @@ T = TypeVar("T")
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 ARROW_SCHEMA = pa.schema(
     [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("offset", pa.int64()),
         ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
+        ("timestampType", pa.int32()),
         ("headers", HEADER_TYPE),
     ]
 )
-"""Rows of the ``headwater`` source, as Arrow; Spark's side is ``source.SOURCE_SCHEMA_DDL``."""
+"""Rows of the ``headwater`` source with headers, as Arrow (Spark's Kafka source's columns, in
+its order); without ``includeHeaders`` the last column is left out. Spark's side is
+``source.source_schema``."""
+ARROW_SCHEMA_NO_HEADERS = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("headers"))
 
 
 class TopicLog(Closeable):
@@ -82,18 +89,52 @@ class TopicLog(Closeable):
         raise ConnectionError(f"no broker of {urls} answered: {last}")
 
     def log_ranges(
-        self, topics: Sequence[str]
+        self, topics: Sequence[str], *, missing_ok: bool = False
     ) -> dict[tuple[str, PartitionId], tuple[Offset, Offset]]:
         """``(beginning, end)`` of every partition of ``topics``: the first offset still stored
-        and the next one to be written. One description call per topic (driver)."""
+        and the next one to be written. One description call per topic (driver). A topic that
+        does not exist raises TopicNotFoundError, or is left out with ``missing_ok``."""
         out: dict[tuple[str, PartitionId], tuple[Offset, Offset]] = {}
         for topic in topics:
-            description = self._any(partial(BrokerClient.describe_topic, topic=topic))
+            try:
+                description = self._any(partial(BrokerClient.describe_topic, topic=topic))
+            except TopicNotFoundError:
+                if missing_ok:
+                    continue
+                raise
             for p in description.partitions:
                 beginning = p.beginning_offset if p.beginning_offset is not None else Offset(0)
                 end = p.end_offset if p.end_offset is not None else beginning
                 out[(topic, p.partition)] = (beginning, end)
         return out
+
+    def subscribed_ranges(self, subscription: Subscription, *, streaming: bool) -> LogRanges:
+        """Log ranges of the partitions a subscription covers right now (driver).
+
+        A batch query fails on a subscribed topic or assigned partition that does not exist; a
+        stream waits for them (a topic may be created after the query starts), as Kafka's does.
+        """
+        if subscription.pattern is not None:
+            pattern = re.compile(subscription.pattern)
+            topics = [t for t in self._any(BrokerClient.list_topics) if pattern.fullmatch(t)]
+            return self.log_ranges(sorted(topics), missing_ok=True)
+        if not subscription.assigned:
+            return self.log_ranges(subscription.topics, missing_ok=streaming)
+        topics = sorted({t for t, _ in subscription.assigned})
+        ranges = self.log_ranges(topics, missing_ok=streaming)
+        wanted = {(t, PartitionId(p)) for t, p in subscription.assigned}
+        absent = sorted(tp for tp in wanted if tp not in ranges)
+        if absent and not streaming:
+            raise HeadwaterError(
+                f"option assign names partitions that do not exist: "
+                f"{[f'{t}/{p}' for t, p in absent]}"
+            )
+        return {tp: r for tp, r in ranges.items() if tp in wanted}
+
+    def offset_for_timestamp(self, tp: TopicPartition, timestamp: int) -> Offset | None:
+        """The first offset of ``tp`` whose record timestamp is >= ``timestamp``, or None."""
+        offset, _ = self._any(lambda c: c.offset_for_timestamp(tp[0], int(tp[1]), timestamp))
+        return offset
 
     def fetch(self, topic: str, partition: PartitionId, offset: Offset) -> tuple[bytes, Offset]:
         """Raw batches from ``offset`` on and the offset after the last record returned."""
@@ -111,18 +152,31 @@ class TopicLog(Closeable):
         rows_per_batch: int,
         *,
         lean: bool = False,
+        fail_on_data_loss: bool = True,
     ) -> Iterator[RecordColumns]:
         """Records ``[start, end)`` of one partition in column chunks of ``rows_per_batch``.
 
         Runs on executors. A ``lean`` read fills only offsets and values (see
         :class:`~headwater_spark.record_columns.RecordColumns`). Control batches (transaction
         markers) are skipped, as Kafka's readers do; offsets missing from the log (none today,
-        later compaction) are simply absent.
+        later compaction) are simply absent. When retention removes offsets of the range before
+        they are read, the read fails with :class:`DataLossError`, or with
+        ``fail_on_data_loss`` False goes on from the new log start.
         """
         pending = RecordColumns()
         position = start
         while position < end:
-            buf, next_offset = self.fetch(topic, partition, position)
+            try:
+                buf, next_offset = self.fetch(topic, partition, position)
+            except OffsetOutOfRangeError as exc:
+                beginning = self._any(lambda c: c.offsets(topic, partition)).beginning_offset
+                if fail_on_data_loss or beginning <= position:
+                    raise DataLossError(
+                        f"{topic}/{partition}: offsets [{position}, {min(beginning, end)}) of "
+                        f"the planned range [{start}, {end}) are gone ({exc}). {DATA_LOSS_HINT}"
+                    ) from exc
+                position = Offset(min(beginning, end))
+                continue
             progressed = False
             for pos, header in iter_batches(buf, verify_crc=True):
                 if header.is_control or header.last_offset < position:
@@ -138,40 +192,56 @@ class TopicLog(Closeable):
                 position = Offset(min(next_offset, end))
                 progressed = True
             if not progressed:
-                raise HeadwaterError(
+                if not fail_on_data_loss:
+                    break  # the rest of the range is gone: skipped, as asked
+                raise DataLossError(
                     f"{topic}/{partition}: no records at offset {position} though the range "
-                    f"ends at {end} (was the log truncated or the range planned past the end?)"
+                    f"ends at {end} (was the log truncated?). {DATA_LOSS_HINT}"
                 )
         if len(pending):
             yield pending
 
     def read_range(
-        self, topic: str, partition: PartitionId, start: Offset, end: Offset, rows_per_batch: int
+        self,
+        topic: str,
+        partition: PartitionId,
+        start: Offset,
+        end: Offset,
+        rows_per_batch: int,
+        *,
+        include_headers: bool = False,
+        fail_on_data_loss: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """Records ``[start, end)`` of one partition as Arrow batches of the source schema."""
-        for columns in self.read_columns(topic, partition, start, end, rows_per_batch):
-            yield to_arrow(topic, partition, columns)
+        for columns in self.read_columns(
+            topic, partition, start, end, rows_per_batch, fail_on_data_loss=fail_on_data_loss
+        ):
+            yield to_arrow(topic, partition, columns, include_headers)
 
 
 _NO_HEADERS: list[dict[str, Any]] = []
 
 
-def to_arrow(topic: str, partition: PartitionId, columns: RecordColumns) -> pa.RecordBatch:
+def to_arrow(
+    topic: str, partition: PartitionId, columns: RecordColumns, include_headers: bool = True
+) -> pa.RecordBatch:
     """Decoded records as one Arrow batch of the source schema (column-wise, no per-row calls)."""
     n = len(columns)
     timestamps = pa.array(columns.timestamps, pa.timestamp("ms", tz="UTC"))
+    arrays = [
+        pa.array(columns.keys, pa.binary()),
+        pa.array(columns.values, pa.binary()),
+        # One value repeated: a dictionary-free repeat in C instead of a Python list of n.
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(columns.offsets, pa.int64()),
+        timestamps.cast(pa.timestamp("us", tz="UTC")),
+        pa.array(columns.timestamp_types, pa.int32()),
+    ]
+    if not include_headers:
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_NO_HEADERS)
     headers = [
         [{"key": k, "value": v} for k, v in h] if h else _NO_HEADERS for h in columns.headers
     ]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(columns.offsets, pa.int64()),
-            timestamps.cast(pa.timestamp("us", tz="UTC")),
-            pa.array(columns.keys, pa.binary()),
-            pa.array(columns.values, pa.binary()),
-            pa.array(headers, HEADER_TYPE),
-        ],
-        schema=ARROW_SCHEMA,
-    )
+    arrays.append(pa.array(headers, HEADER_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -5,6 +5,9 @@ records (Parquet and/or a target topic) and invalid ones (a dead-letter topic, w
 headers), and prints and writes a summary. Batch mode covers an offset range; ``--stream`` runs a
 Structured Streaming query that resumes from its checkpoint.
 
+Exit codes: 0 done (and the quality gate passed), 3 the quality gate failed (``--max-invalid``,
+``--max-invalid-ratio``), 2 bad arguments, 1 the job failed.
+
 Importing this module does not import PySpark (the ``headwater`` CLI builds its parser from it).
 """
 
@@ -45,6 +48,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="version of the subject to validate against (default: latest)",
     )
     parser.add_argument(
+        "--naming-strategy",
+        default="TopicName",
+        help="subject naming strategy of values: TopicName (default), RecordName or "
+        "TopicRecordName (several record types per topic)",
+    )
+    parser.add_argument(
+        "--record-types",
+        default="",
+        help="record strategies: comma-separated record full names to expect (TopicRecordName "
+        "default: every <topic>-<record> subject)",
+    )
+    parser.add_argument(
+        "--keys",
+        action="store_true",
+        help="validate keys too, against the TOPIC-key subject",
+    )
+    parser.add_argument(
+        "--max-invalid",
+        type=int,
+        help="quality gate: exit 3 when more records than this are invalid",
+    )
+    parser.add_argument(
+        "--max-invalid-ratio",
+        type=float,
+        help="quality gate: exit 3 when a larger share of records (0..1) is invalid",
+    )
+    parser.add_argument(
+        "--no-fail-on-data-loss",
+        action="store_true",
+        help="go on when retention removed offsets the run needs (default: fail)",
+    )
+    parser.add_argument(
         "--starting-offsets",
         default="earliest",
         help='earliest | latest | JSON {"topic": {"0": 42}} (default earliest)',
@@ -57,11 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", help="write valid records as Parquet here (by date)")
     parser.add_argument("--target-topic", help="produce valid records to this topic")
     parser.add_argument("--dead-letter-topic", help="produce invalid records to this topic")
-    parser.add_argument("--summary", help="write the summary as JSON to this path")
+    parser.add_argument(
+        "--summary", help="write the summary as JSON to this path (any Hadoop path)"
+    )
     parser.add_argument(
         "--state-dir",
         default="data/validate",
-        help="where produced source ranges are recorded (default data/validate)",
+        help="where produced source ranges are recorded: a local or Hadoop path (s3a://, "
+        "hdfs://) that outlives the driver (default data/validate)",
     )
     parser.add_argument("--stream", action="store_true", help="run as a streaming query")
     parser.add_argument("--checkpoint", help="streaming checkpoint directory (required)")
@@ -101,10 +139,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the job the arguments describe; print the summary table; 0 on success."""
     from headwater_spark.job import JobConfig, ValidationJob
+    from headwater_spark.schemas import NamingStrategy
     from headwater_spark.session import build_session
 
     if args.stream and not args.checkpoint:
         print("validate: --stream needs --checkpoint DIR", file=sys.stderr)
+        return 2
+    try:
+        strategy = NamingStrategy.parse(args.naming_strategy)
+    except ValueError as exc:
+        print(f"validate: {exc}", file=sys.stderr)
+        return 2
+    if args.max_invalid_ratio is not None and not 0 <= args.max_invalid_ratio <= 1:
+        print("validate: --max-invalid-ratio must be between 0 and 1", file=sys.stderr)
         return 2
     master = args.master
     if master is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
@@ -117,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
         topic=args.topic,
         subject=args.subject,
         expected_version=args.expected_version,
+        naming_strategy=strategy,
+        record_types=[t.strip() for t in args.record_types.split(",") if t.strip()],
+        validate_keys=args.keys,
+        fail_on_data_loss=not args.no_fail_on_data_loss,
+        max_invalid=args.max_invalid,
+        max_invalid_ratio=args.max_invalid_ratio,
         starting_offsets=args.starting_offsets,
         ending_offsets=args.ending_offsets,
         output_path=args.output,
@@ -136,6 +189,10 @@ def run(args: argparse.Namespace) -> int:
     job = ValidationJob(spark, config)
     summary = job.run_stream() if config.streaming else job.run_batch()
     print(summary.table())
+    failure = summary.gate_failure
+    if failure is not None:
+        print(f"validate: quality gate failed: {failure}", file=sys.stderr)
+        return 3
     return 0
 
 

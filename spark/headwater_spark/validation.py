@@ -13,6 +13,12 @@ The checks, in order, and the stable reason code each failure gets::
     INCOMPATIBLE_SCHEMA  it was written with a schema the expected schema cannot read (Avro
                          resolution: a reader field without default missing from the writer, a
                          type that does not promote, missing enum symbols, ...)
+    UNEXPECTED_RECORD_TYPE  (RecordName / TopicRecordName strategies) the writer schema's record
+                         type has no expected schema: no subject for it in this topic
+
+With the TopicName strategy there is one expected schema; with the record-name strategies
+(:mod:`headwater_spark.schemas`) there is one per record type, chosen by the full name of the
+writer schema's record, so a topic may carry several record types.
 
 Compatibility of a (writer, expected) pair is decided once, by the registry's engine
 (:mod:`headwater.registry.compatibility`), and cached, so the per-record work of
@@ -21,8 +27,8 @@ to the expected schema decodes without resolution. Fields present, types and enu
 follow from the decode: a record that decodes under resolution has every expected field (from the
 writer or its default) with a value of the expected type.
 
-Pure: the registry is reached through the ``lookup`` callable, so this runs on executors (with a
-cached HTTP lookup) and in unit tests (with a dict).
+Pure: the registry is reached through the ``lookup`` and ``resolve`` callables, so this runs on
+executors (cached HTTP lookups, references fetched) and in unit tests (a dict, no references).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -39,9 +45,10 @@ import fastavro
 from fastavro import _read_py
 
 from headwater.registry.compatibility import check_reader_writer
-from headwater.registry.schema import ParsedSchema, parse
+from headwater.registry.schema import parse
 from headwater.types import SchemaId
 from headwater_spark.registry import RegisteredSchema
+from headwater_spark.schemas import ResolvedSchema
 
 _read = fastavro.schemaless_reader
 _new_tuple = tuple.__new__
@@ -108,6 +115,7 @@ class Reason(StrEnum):
     DECODE_ERROR = "DECODE_ERROR"
     INVALID_RECORD = "INVALID_RECORD"
     INCOMPATIBLE_SCHEMA = "INCOMPATIBLE_SCHEMA"
+    UNEXPECTED_RECORD_TYPE = "UNEXPECTED_RECORD_TYPE"
 
 
 VALID = "valid"
@@ -144,20 +152,47 @@ class _Writer:
     reader: Any  # the schema to resolve into (None: same as the writer, no resolution)
     compatible: bool
     problem: str
+    expected_name: str | None = None  # the record type it was checked against (record strategies)
 
 
 SchemaLookup = Callable[[int], RegisteredSchema | None]
+Resolve = Callable[[RegisteredSchema], ResolvedSchema]
+
+
+def resolve_plain(registered: RegisteredSchema) -> ResolvedSchema:
+    """A schema without references, parsed without a registry (unit tests, simple setups)."""
+    if registered.references:
+        raise ValueError(f"schema id {registered.schema_id} has references: resolve it with them")
+    parsed = fastavro.parse_schema(json.loads(registered.schema_str))
+    return ResolvedSchema(registered, parsed, {}, parse(registered.schema_str))
 
 
 class PayloadValidator:
-    """Validates payloads against one expected schema; caches per writer schema id."""
+    """Validates payloads against the expected schema(s); caches per writer schema id.
 
-    def __init__(self, expected: RegisteredSchema, lookup: SchemaLookup) -> None:
-        if expected.schema_type.upper() != "AVRO":
-            raise ValueError(f"expected schema must be Avro, not {expected.schema_type}")
-        self.expected = expected
-        self.expected_parsed = fastavro.parse_schema(json.loads(expected.schema_str))
-        self._expected_checked = parse(expected.schema_str)
+    ``expected`` is one schema (the TopicName strategy) or, for the record-name strategies, the
+    expected schema per record full name.
+    """
+
+    def __init__(
+        self,
+        expected: RegisteredSchema | Mapping[str, RegisteredSchema],
+        lookup: SchemaLookup,
+        resolve: Resolve = resolve_plain,
+    ) -> None:
+        candidates = [expected] if isinstance(expected, RegisteredSchema) else expected.values()
+        for candidate in candidates:
+            if candidate.schema_type.upper() != "AVRO":
+                raise ValueError(f"expected schema must be Avro, not {candidate.schema_type}")
+        self._resolve = resolve
+        self._single: ResolvedSchema | None = None
+        self._by_name: dict[str, ResolvedSchema] = {}
+        if isinstance(expected, RegisteredSchema):
+            self._single = resolve(expected)
+            self.expected = expected
+            self.expected_parsed = self._single.parsed
+        else:
+            self._by_name = {name: resolve(r) for name, r in expected.items()}
         self._lookup = lookup
         self._writers: dict[int, _Writer | Verdict] = {}
         # frame -> (writer, named schemas, reader, schema id) of a compatible writer seen before
@@ -182,32 +217,55 @@ class PayloadValidator:
             )
         else:
             try:
-                parsed = fastavro.parse_schema(json.loads(found.schema_str))
-                writer_checked = parse(found.schema_str)
+                writer = self._resolve(found)
             except Exception as exc:  # any parse failure makes the schema unusable
                 entry = Verdict(
                     Reason.UNSUPPORTED_SCHEMA, f"schema id {schema_id} does not parse: {exc}", sid
                 )
             else:
-                entry = self._pair(schema_id, parsed, writer_checked)
+                entry = self._pair(schema_id, writer)
         self._writers[schema_id] = entry
         return entry
 
-    def _pair(self, schema_id: int, parsed: Any, writer: ParsedSchema) -> _Writer:
-        if schema_id == self.expected.schema_id:
-            return _Writer(parsed, None, True, "")
+    def _expected_for(self, writer: ResolvedSchema) -> ResolvedSchema | Verdict:
+        if self._single is not None:
+            return self._single
+        name = writer.record_name
+        expected = self._by_name.get(name or "")
+        if expected is None:
+            return Verdict(
+                Reason.UNEXPECTED_RECORD_TYPE,
+                f"writer schema id {writer.schema_id} is record type {name or '(not a record)'}, "
+                f"which has no expected schema here (expected types: {sorted(self._by_name)})",
+                SchemaId(writer.schema_id),
+            )
+        return expected
+
+    def _pair(self, schema_id: int, writer: ResolvedSchema) -> _Writer | Verdict:
+        expected = self._expected_for(writer)
+        if isinstance(expected, Verdict):
+            return expected
+        name = None if self._single is not None else expected.record_name
+        if schema_id == expected.schema_id:
+            return _Writer(writer.parsed, None, True, "", name)
         # The registry's own engine (Java Avro's SchemaCompatibility rules), shared via headwater/.
-        problems = check_reader_writer(self._expected_checked, writer)
+        problems = check_reader_writer(expected.checked, writer.checked)
         if not problems:
-            return _Writer(parsed, self.expected_parsed, True, "")
+            return _Writer(writer.parsed, expected.parsed, True, "", name)
         details = "; ".join(p.describe("expected", "writer") for p in problems[:5])
         return _Writer(
-            parsed,
+            writer.parsed,
             None,
             False,
             f"writer schema id {schema_id} is not readable as expected schema id "
-            f"{self.expected.schema_id}: {details}",
+            f"{expected.schema_id}: {details}",
+            name,
         )
+
+    def expected_name(self, schema_id: int | None) -> str | None:
+        """The record type a valid payload of ``schema_id`` was decoded as (record strategies)."""
+        known = None if schema_id is None else self._writers.get(schema_id)
+        return known.expected_name if isinstance(known, _Writer) else None
 
     def validate(self, value: bytes | None) -> Verdict:
         """The verdict for one record value (the record's bytes, framing included)."""
@@ -231,13 +289,22 @@ class PayloadValidator:
 
     def reasons(self, values: Iterable[bytes | None]) -> list[Reason | None]:
         """Only the reason (None: valid) of each value: :meth:`validate` without building a
-        verdict or keeping the decoded record, for runs that count outcomes.
+        verdict or keeping the decoded record, for runs that count outcomes."""
+        return self.reasons_and_ids(values)[0]
 
-        The same checks in the same order; the hot path is inlined because at a few microseconds
-        per record the method call and the verdict tuple are a noticeable share.
+    def reasons_and_ids(
+        self, values: Iterable[bytes | None]
+    ) -> tuple[list[Reason | None], list[SchemaId | None]]:
+        """The reason (None: valid) and writer schema id of each value.
+
+        The same checks in the same order as :meth:`validate`; the hot path is inlined because
+        at a few microseconds per record the method call and the verdict tuple are a noticeable
+        share.
         """
         out: list[Reason | None] = []
+        ids: list[SchemaId | None] = []
         append = out.append
+        append_id = ids.append
         compatible = self._compatible
         read = _read_data
         options = _OPTIONS
@@ -250,17 +317,24 @@ class PayloadValidator:
                     buf.seek(FRAME_SIZE)
                     try:
                         if known[2] is not None and not _whole(buf, known[0], known[1], len(value)):
-                            append(self._validate(value).reason)
+                            verdict = self._validate(value)
+                            append(verdict.reason)
+                            append_id(verdict.schema_id)
                             continue
                         read(buf, known[0], known[1], known[2], options)
                     except Exception:  # classified by the full path below
-                        append(self._validate(value).reason)
+                        verdict = self._validate(value)
+                        append(verdict.reason)
+                        append_id(verdict.schema_id)
                         continue
                     if buf.tell() == len(value):
                         append(None)
+                        append_id(known[3])
                         continue
-            append(self._validate(value).reason)
-        return out
+            verdict = self._validate(value)
+            append(verdict.reason)
+            append_id(verdict.schema_id)
+        return out, ids
 
     def _validate(self, value: bytes | None) -> Verdict:
         if value is None:

@@ -4,118 +4,37 @@ A run with no record outputs needs only counts of verdicts. Reading through the 
 ``headwater`` format and validating in ``mapInArrow`` moves every record from the Python reader
 into the JVM and back into another Python worker before it is validated; this internal format
 (``headwater-verdicts``) instead validates inside the data source's ``read()`` and hands Spark
-only a few count rows per Arrow batch (:data:`COUNT_SCHEMA`), so nothing per record crosses to
-the JVM. Planning is the ``headwater`` batch reader's (same options, same offset resolution and
-splitting); only ``read()`` differs. It is not meant for users, who keep the ``headwater`` format.
+only a few count rows per Arrow batch (:data:`~headwater_spark.verdicts.COUNT_SCHEMA`), so nothing
+per record crosses to the JVM. Planning is the ``headwater`` batch reader's (same options, same
+offset rules and splitting); only ``read()`` differs. It is not meant for users, who keep the
+``headwater`` format.
 
-Extra options: ``registry`` (URL) and ``expectedSchema`` (JSON from :func:`expected_option`).
-``read`` runs on executors; the validator (and its schema caches) lives per Python worker.
+Extra options: ``registry`` (URL), ``valueExpectation`` and optionally ``keyExpectation`` (JSON
+from :func:`~headwater_spark.verdicts.expected_json`). ``read`` runs on executors; validators
+(and their schema caches) live per Python worker.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
-from headwater.types import SchemaId
-from headwater_spark.registry import RegisteredSchema, SchemaRegistry
-from headwater_spark.source import HeadwaterBatchReader, RangePartition, SourceOptions
-from headwater_spark.validation import INVALID, VALID, PayloadValidator, Reason
+from headwater_spark.options import OptionError, SourceOptions
+from headwater_spark.source import HeadwaterBatchReader, RangePartition
+from headwater_spark.topic_log import TopicLog
+from headwater_spark.verdicts import (
+    COUNT_SCHEMA,
+    Expectation,
+    cached_validator,
+    count_rows,
+    parse_expected_json,
+)
 
 FORMAT = "headwater-verdicts"
-
-COUNT_SCHEMA = StructType(
-    [
-        StructField("topic", StringType(), False),
-        StructField("partition", IntegerType(), False),
-        StructField("outcome", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("n", LongType(), False),
-        StructField("first", LongType(), False),
-        StructField("last", LongType(), False),
-    ]
-)
-"""Partial counts: records of one (topic, partition, outcome, reason) with their offset span."""
-
-_validators: dict[tuple[str, int], PayloadValidator] = {}
-
-
-def cached_validator(registry_url: str, expected: RegisteredSchema) -> PayloadValidator:
-    """One validator per (registry, expected schema) per Python worker: its caches outlive tasks."""
-    key = (registry_url, int(expected.schema_id))
-    validator = _validators.get(key)
-    if validator is None:
-        validator = PayloadValidator(expected, SchemaRegistry(registry_url).by_id)
-        _validators[key] = validator
-    return validator
-
-
-def expected_option(expected: RegisteredSchema) -> str:
-    """The expected schema as the ``expectedSchema`` option (plain JSON: options are strings)."""
-    return json.dumps(
-        {
-            "id": int(expected.schema_id),
-            "schema": expected.schema_str,
-            "schemaType": expected.schema_type,
-            "subject": expected.subject,
-            "version": expected.version,
-        }
-    )
-
-
-def _parse_expected(text: str) -> RegisteredSchema:
-    raw = json.loads(text)
-    return RegisteredSchema(
-        SchemaId(raw["id"]),
-        raw["schema"],
-        raw.get("schemaType") or "AVRO",
-        subject=raw.get("subject"),
-        version=raw.get("version"),
-    )
-
-
-def count_rows(
-    topic: str, partition: int, offsets: Sequence[int], reasons: Sequence[Reason | None]
-) -> pa.RecordBatch:
-    """Verdicts of one partition's records as :data:`COUNT_SCHEMA` rows, one per reason."""
-    spans: dict[Reason | None, list[int]]
-    if reasons.count(None) == len(reasons):
-        # The common batch: all valid, one row, no per-record pass.
-        spans = {None: [len(offsets), min(offsets), max(offsets)]}
-    else:
-        spans = {}
-        for reason, offset in zip(reasons, offsets, strict=True):
-            span = spans.get(reason)
-            if span is None:
-                spans[reason] = [1, offset, offset]
-            else:
-                span[0] += 1
-                if offset < span[1]:
-                    span[1] = offset
-                if offset > span[2]:
-                    span[2] = offset
-    keys = list(spans)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([topic] * len(keys), pa.string()),
-            pa.array([partition] * len(keys), pa.int32()),
-            pa.array([VALID if r is None else INVALID for r in keys], pa.string()),
-            pa.array([None if r is None else str(r) for r in keys], pa.string()),
-            pa.array([spans[r][0] for r in keys], pa.int64()),
-            pa.array([spans[r][1] for r in keys], pa.int64()),
-            pa.array([spans[r][2] for r in keys], pa.int64()),
-        ],
-        schema=_COUNT_ARROW,
-    )
-
-
-_COUNT_ARROW = to_arrow_schema(COUNT_SCHEMA)
+_EXTRA = ("registry", "valueExpectation", "keyExpectation")
 
 
 class HeadwaterVerdictSource(DataSource):
@@ -129,35 +48,57 @@ class HeadwaterVerdictSource(DataSource):
         return COUNT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = dict(self.options)
-        lowered = {k.lower(): v for k, v in options.items()}
-        registry = lowered.get("registry")
-        expected = lowered.get("expectedschema")
-        if not registry or not expected:
-            raise ValueError(f"the {FORMAT} source needs options 'registry' and 'expectedSchema'")
-        return VerdictReader(SourceOptions(options), registry, _parse_expected(expected))
+        options = SourceOptions.parse(dict(self.options), streaming=False, extra_names=_EXTRA)
+        registry = options.extra.get("registry")
+        value = options.extra.get("valueExpectation")
+        if not registry or not value:
+            raise OptionError(f"the {FORMAT} source needs 'registry' and 'valueExpectation'")
+        key = options.extra.get("keyExpectation")
+        return VerdictReader(
+            options,
+            registry,
+            parse_expected_json(value),
+            None if key is None else parse_expected_json(key),
+        )
 
 
 class VerdictReader(HeadwaterBatchReader):
     """The ``headwater`` batch reader's planning; ``read`` validates instead of yielding rows."""
 
-    def __init__(self, options: SourceOptions, registry: str, expected: RegisteredSchema) -> None:
+    def __init__(
+        self,
+        options: SourceOptions,
+        registry: str,
+        value: Expectation,
+        key: Expectation | None,
+    ) -> None:
         super().__init__(options)
         self.registry = registry
-        self.expected = expected
+        self.value = value
+        self.key = key
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, RangePartition):
             return  # Spark's placeholder partition when nothing was planned
         r = partition.range
-        reasons_of = cached_validator(self.registry, self.expected).reasons
-        with self.options.topic_log() as log:
+        value_validator = cached_validator(self.registry, self.value)
+        key_validator = None if self.key is None else cached_validator(self.registry, self.key)
+        with TopicLog(self.options.brokers) as log:
             for columns in log.read_columns(
                 r.topic,
                 r.partition,
                 r.start,
                 r.end,
                 self.options.rows_per_batch,
-                lean=True,
+                lean=key_validator is None,
+                fail_on_data_loss=self.options.fail_on_data_loss,
             ):
-                yield count_rows(r.topic, r.partition, columns.offsets, reasons_of(columns.values))
+                yield count_rows(
+                    r.topic,
+                    r.partition,
+                    columns.offsets,
+                    columns.values,
+                    None if key_validator is None else columns.keys,
+                    value_validator,
+                    key_validator,
+                )

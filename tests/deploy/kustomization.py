@@ -76,6 +76,10 @@ def render(directory: Path) -> list[Object]:
     if "namespace" in spec:
         for obj in objects:
             obj["metadata"]["namespace"] = spec["namespace"]
+            # As kustomize does: a binding's ServiceAccount subjects move with the namespace.
+            for subject in obj.get("subjects", []):
+                if subject.get("kind") == "ServiceAccount":
+                    subject["namespace"] = spec["namespace"]
     for label in spec.get("labels", []):
         if label.get("includeSelectors", False) or label.get("includeTemplates", False):
             raise UnsupportedKustomizationError("labels must not include selectors or templates")

@@ -44,6 +44,8 @@ HELPER_ENV = {"POD_NAME", "POD_NAMESPACE"}
 APP_SERVICES = ("broker", "registry", "coordinator")
 # The Spark job's settings are the env defaults of its flags (docs/settings.md).
 VALIDATE_ENV = {"HEADWATER_BROKERS", "HEADWATER_REGISTRY_URL"}
+# The CronJob's cluster-mode spark-submit also reads the image its driver and executors run.
+SUBMIT_ENV = {"HEADWATER_SPARK_IMAGE"}
 
 
 def rendered(overlay: str) -> list[Object]:
@@ -70,9 +72,19 @@ def component(container: Object) -> str | None:
     command = container.get("command", [])
     if command[:2] == ["python", "-m"] and command[2].startswith("headwater_"):
         return str(command[2].removeprefix("headwater_"))
-    if command[:2] == ["headwater", "validate"]:
+    if command[:2] == ["headwater", "validate"] or command[:1] == ["spark-submit"]:
         return "validate"
     return None
+
+
+def job_arguments(command: list[str]) -> list[str]:
+    """``headwater validate`` arguments of a local command or of a cluster-mode spark-submit
+    (those after its ``local://`` primary resource)."""
+    if command[:1] == ["spark-submit"]:
+        [resource] = [a for a in command if a.startswith("local://")]
+        assert resource.endswith("/site-packages/headwater_spark/validate.py")
+        return ["validate", *command[command.index(resource) + 1 :]]
+    return command[1:]
 
 
 def env_names(container: Object, objects: list[Object]) -> set[str]:
@@ -136,7 +148,10 @@ def test_every_rendered_object_is_valid_kubernetes(overlay: str) -> None:
             "NetworkPolicy",
             "PersistentVolumeClaim",
             "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
             "Service",
+            "ServiceAccount",
             "StatefulSet",
             *(["Secret"] if overlay == "dev" else []),
         }
@@ -261,6 +276,13 @@ def test_network_policies_select_real_pods_and_ports(overlay: str) -> None:
     objects = rendered(overlay)
     pods = [template for _, template in workloads(objects)]
     for policy in by_kind(objects, "NetworkPolicy"):
+        if policy["metadata"]["name"] == "spark-ingress":
+            # Selects the driver and executor pods Spark creates at run time (label spark-role),
+            # which no manifest holds.
+            assert policy["spec"]["podSelector"]["matchExpressions"] == [
+                {"key": "spark-role", "operator": "Exists"}
+            ]
+            continue
         target = policy["spec"]["podSelector"].get("matchLabels", {})
         selected = [t for t in pods if selects(target, t["metadata"]["labels"])]
         assert selected, policy["metadata"]["name"]
@@ -330,11 +352,16 @@ def test_env_names_are_settings_fields_and_match_compose(overlay: str) -> None:
                 continue
             seen.add(name)
             names = env_names(container, objects) - HELPER_ENV
+            if name == "validate":
+                names -= SUBMIT_ENV
             allowed = VALIDATE_ENV if name == "validate" else setting_names(name)
             assert names <= allowed, (name, names - allowed)
             compose_name = "broker-0" if name == "broker" else name
             assert names == set(compose[compose_name]["environment"]), name
-            assert container["command"] == compose[compose_name]["command"]
+            # The CronJob submits in cluster mode; compose runs the same job locally.
+            assert job_arguments(container["command"]) == job_arguments(
+                compose[compose_name]["command"]
+            )
     assert seen == {*APP_SERVICES, "validate"}
 
 
@@ -343,7 +370,7 @@ def test_validate_command_parses_with_the_real_cli_and_writes_to_its_volume() ->
     [cron] = by_kind(objects, "CronJob")
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    args = build_parser().parse_args(container["command"][1:])
+    args = build_parser().parse_args(job_arguments(container["command"]))
     assert args.topic == "orders"
     assert args.dead_letter_topic == "orders-dead-letter"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -353,6 +380,20 @@ def test_validate_command_parses_with_the_real_cli_and_writes_to_its_volume() ->
     assert output["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
     for path in (args.output, args.summary, args.state_dir, container["workingDir"]):
         assert path.startswith("/var/lib/headwater/output")
+    # The driver and executor pods mount the same claim at the same path (cluster mode).
+    confs = dict(
+        c.split("=", 1)
+        for c, flag in zip(container["command"][1:], container["command"], strict=False)
+        if flag == "--conf"
+    )
+    for role in ("driver", "executor"):
+        volume = f"spark.kubernetes.{role}.volumes.persistentVolumeClaim.output"
+        assert confs[f"{volume}.options.claimName"] == claim["metadata"]["name"]
+        assert confs[f"{volume}.mount.path"] == "/var/lib/headwater/output"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert confs["spark.kubernetes.container.image"] == "$(HEADWATER_SPARK_IMAGE)"
+    image = config_map(objects, "validate-config")["data"]["HEADWATER_SPARK_IMAGE"]
+    assert image == container["image"]  # driver and executors run the submitter's image
 
 
 def test_validate_env_names_are_read_by_the_spark_job() -> None:
@@ -367,7 +408,8 @@ def test_pods_are_hardened_and_bounded(overlay: str) -> None:
         pod = template["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True, obj["metadata"]["name"]
         assert pod["securityContext"]["runAsUser"] > 0
-        assert pod["automountServiceAccountToken"] is False
+        # Only the validation CronJob talks to the API server (spark-submit creates pods).
+        assert pod["automountServiceAccountToken"] is (obj["kind"] == "CronJob")
         for container in pod["containers"]:
             security = container["securityContext"]
             assert security["allowPrivilegeEscalation"] is False

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,10 +13,17 @@ from headwater.types import Offset, PartitionId
 from headwater_spark.offsets import (
     EARLIEST,
     LATEST,
+    DataLossError,
+    OffsetOptionError,
     OffsetRange,
+    OffsetSpec,
+    check_order,
     from_json_offsets,
     limit_ends,
     parse_offset_spec,
+    parse_timestamp_spec,
+    resolve_ends,
+    resolve_starts,
     split_ranges,
     to_json_offsets,
 )
@@ -27,17 +37,95 @@ def r(p: int, start: int, end: int, topic: str = "t") -> OffsetRange:
     return OffsetRange(topic, PartitionId(p), Offset(start), Offset(end))
 
 
+RANGES = {tp("t", 0): (Offset(5), Offset(9)), tp("t", 1): (Offset(0), Offset(3))}
+
+
+def no_timestamps(_tp: tuple[str, PartitionId], _ts: int) -> Offset | None:
+    return None
+
+
+def starts(text: str | None, *, batch: bool = True, loss: bool = True) -> dict[object, int]:
+    spec = parse_offset_spec(text, EARLIEST if batch else LATEST)
+    return dict(resolve_starts(spec, RANGES, no_timestamps, batch=batch, fail_on_data_loss=loss))
+
+
+def ends(text: str | None, *, loss: bool = True) -> dict[object, int]:
+    spec = parse_offset_spec(text, LATEST)
+    return dict(resolve_ends(spec, RANGES, no_timestamps, fail_on_data_loss=loss))
+
+
 def test_words_and_json_offsets_resolve_against_the_log_range() -> None:
-    assert parse_offset_spec("earliest", LATEST).resolve(tp("t", 0), Offset(5), Offset(9)) == 5
-    assert parse_offset_spec("LATEST", EARLIEST).resolve(tp("t", 0), Offset(5), Offset(9)) == 9
-    assert parse_offset_spec(None, EARLIEST).resolve(tp("t", 0), Offset(5), Offset(9)) == 5
-    spec = parse_offset_spec('{"t": {"0": 7, "1": -2, "2": -1, "3": 100, "4": 0}}', LATEST)
-    assert spec.resolve(tp("t", 0), Offset(5), Offset(9)) == 7
-    assert spec.resolve(tp("t", 1), Offset(5), Offset(9)) == 5
-    assert spec.resolve(tp("t", 2), Offset(5), Offset(9)) == 9
-    assert spec.resolve(tp("t", 3), Offset(5), Offset(9)) == 9  # clamped to the end
-    assert spec.resolve(tp("t", 4), Offset(5), Offset(9)) == 5  # clamped to the beginning
-    assert spec.resolve(tp("t", 9), Offset(5), Offset(9)) == 9  # unnamed: the default
+    assert starts("earliest") == {tp("t", 0): 5, tp("t", 1): 0}
+    assert starts(None) == {tp("t", 0): 5, tp("t", 1): 0}
+    assert starts("LATEST", batch=False) == {tp("t", 0): 9, tp("t", 1): 3}
+    assert starts('{"t": {"0": 7, "1": -2}}') == {tp("t", 0): 7, tp("t", 1): 0}
+    assert starts('{"t": {"0": -1, "1": 2}}', batch=False) == {tp("t", 0): 9, tp("t", 1): 2}
+    assert ends(None) == {tp("t", 0): 9, tp("t", 1): 3}
+    assert ends('{"t": {"0": 6, "1": -1}}') == {tp("t", 0): 6, tp("t", 1): 3}
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # Kafka's rules: latest cannot start a batch, earliest cannot end one.
+        (lambda: starts("latest"), "startingOffsets=latest is not valid for batch"),
+        (lambda: starts('{"t": {"0": -1, "1": 0}}'), "-1 (latest) for t/0 is not valid"),
+        (lambda: ends("earliest"), "endingOffsets=earliest is not valid"),
+        (lambda: ends('{"t": {"0": -2, "1": -1}}'), "-2 (earliest) for t/0 is not valid"),
+        # Every partition read is named, and only those.
+        (lambda: starts('{"t": {"0": 5}}'), "missing ['t/1']"),
+        (lambda: ends('{"t": {"0": 6, "1": 3, "7": 0}}'), "not read by this query ['t/7']"),
+        # Past the end: refused, not clamped.
+        (lambda: starts('{"t": {"0": 100, "1": 0}}'), "offset 100 of t/0 is past the log end 9"),
+        (lambda: ends('{"t": {"0": 1000, "1": 3}}'), "offset 1000 of t/0 is past the log end 9"),
+    ],
+)
+def test_offsets_kafka_refuses_are_refused(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(OffsetOptionError, match=re.escape(message)):
+        call()
+
+
+def test_offsets_before_the_log_start_are_data_loss_unless_allowed() -> None:
+    with pytest.raises(DataLossError, match=r"offset 2 of t/0 is before the log start 5"):
+        starts('{"t": {"0": 2, "1": 0}}')
+    assert starts('{"t": {"0": 2, "1": 0}}', loss=False) == {tp("t", 0): 5, tp("t", 1): 0}
+    with pytest.raises(DataLossError, match="failOnDataLoss"):
+        ends('{"t": {"0": 3, "1": 3}}')
+    assert ends('{"t": {"0": 3, "1": 3}}', loss=False) == {tp("t", 0): 5, tp("t", 1): 3}
+
+
+def test_starting_timestamps_use_the_lookup_and_its_strategy() -> None:
+    found = {tp("t", 0): Offset(7)}  # t/1 has no record at or after the timestamp
+
+    def lookup(p: tuple[str, PartitionId], ts: int) -> Offset | None:
+        assert ts == 1_700_000_000_000
+        return found.get(p)
+
+    spec = OffsetSpec("timestamps", timestamp=1_700_000_000_000)
+    with pytest.raises(OffsetOptionError, match="t/1 has no record at or after timestamp"):
+        resolve_starts(spec, RANGES, lookup, batch=True, fail_on_data_loss=True)
+    assert resolve_starts(
+        spec, RANGES, lookup, batch=True, fail_on_data_loss=True, timestamp_strategy="latest"
+    ) == {tp("t", 0): 7, tp("t", 1): 3}
+    # An ending timestamp with no record after it reads to the end.
+    assert resolve_ends(spec, RANGES, lookup, fail_on_data_loss=True) == {
+        tp("t", 0): 7,
+        tp("t", 1): 3,
+    }
+    by_partition = parse_timestamp_spec(
+        '{"t": {"0": 1700000000000, "1": 1700000000000}}', "startingOffsetsByTimestamp"
+    )
+    assert by_partition.per_partition == {
+        tp("t", 0): 1_700_000_000_000,
+        tp("t", 1): 1_700_000_000_000,
+    }
+
+
+def test_a_start_after_its_end_is_refused() -> None:
+    with pytest.raises(
+        OffsetOptionError, match="starting offset 8 of t/0 is after its ending offset 6"
+    ):
+        check_order({tp("t", 0): Offset(8)}, {tp("t", 0): Offset(6)})
 
 
 @pytest.mark.parametrize(
@@ -45,7 +133,7 @@ def test_words_and_json_offsets_resolve_against_the_log_range() -> None:
     ["soonest", '{"t": 5}', '{"t": {"x": 1}}', '{"t": {"0": -3}}', '{"t": {"0": "1"}}', "[1]"],
 )
 def test_malformed_offsets_are_rejected(text: str) -> None:
-    with pytest.raises(ValueError, match="offset"):
+    with pytest.raises(OffsetOptionError, match="option offsets"):
         parse_offset_spec(text, EARLIEST)
 
 

@@ -23,10 +23,13 @@ from pyspark.sql.types import (
 
 from headwater.types import Offset, PartitionId
 from headwater_spark.avro_types import converter, spark_type
-from headwater_spark.job import dead_letter_headers, range_id, ranges_from_counts
+from headwater_spark.files import LocalFiles
+from headwater_spark.job import ranges_from_counts
 from headwater_spark.ledger import RangeLedger
 from headwater_spark.offsets import OffsetRange
-from headwater_spark.summary import CountRow, Summary
+from headwater_spark.parquet_output import range_id
+from headwater_spark.summary import CountRow, QualityGate, Summary
+from headwater_spark.topic_output import dead_letter_headers
 
 
 def r(p: int, start: int, end: int, topic: str = "t") -> OffsetRange:
@@ -34,15 +37,15 @@ def r(p: int, start: int, end: int, topic: str = "t") -> OffsetRange:
 
 
 def test_summary_counts_outcomes_reasons_and_offsets(tmp_path: Path) -> None:
-    summary = Summary()
+    summary = Summary(gate=QualityGate(max_invalid=3))
     summary.add(
         [
-            CountRow("t", 0, "valid", None, 8, 0, 9),
-            CountRow("t", 0, "invalid", "BAD_FRAMING", 2, 3, 7),
-            CountRow("t", 1, "invalid", "DECODE_ERROR", 1, 4, 4),
+            CountRow("t", 0, "valid", None, 8, 0, 9, 7),
+            CountRow("t", 0, "invalid", "BAD_FRAMING", 2, 3, 7, None, "magic byte is 0x01"),
+            CountRow("t", 1, "invalid", "DECODE_ERROR", 1, 4, 4, 7, "truncated"),
         ]
     )
-    summary.add([CountRow("t", 0, "invalid", "BAD_FRAMING", 1, 10, 10)])
+    summary.add([CountRow("t", 0, "invalid", "BAD_FRAMING", 1, 10, 10, None, "too short")])
     summary.elapsed_s = 2.0
     expected = {
         "records": 12,
@@ -55,15 +58,72 @@ def test_summary_counts_outcomes_reasons_and_offsets(tmp_path: Path) -> None:
         "elapsed_seconds": 2.0,
         "records_per_second": 6.0,
         "batches": 2,
+        # Counts and samples per writer schema id (None: the payload had no readable id).
+        "schemas": [
+            {
+                "schema_id": 7,
+                "outcomes": {"invalid": 1, "valid": 8},
+                "reasons": {"DECODE_ERROR": 1},
+                "samples": [
+                    {
+                        "topic": "t",
+                        "partition": 1,
+                        "offset": 4,
+                        "reason": "DECODE_ERROR",
+                        "message": "truncated",
+                    }
+                ],
+            },
+            {
+                "schema_id": None,
+                "outcomes": {"invalid": 3},
+                "reasons": {"BAD_FRAMING": 3},
+                "samples": [
+                    {
+                        "topic": "t",
+                        "partition": 0,
+                        "offset": 3,
+                        "reason": "BAD_FRAMING",
+                        "message": "magic byte is 0x01",
+                    },
+                    {
+                        "topic": "t",
+                        "partition": 0,
+                        "offset": 10,
+                        "reason": "BAD_FRAMING",
+                        "message": "too short",
+                    },
+                ],
+            },
+        ],
+        "gate": {
+            "max_invalid": 3,
+            "max_invalid_ratio": None,
+            "passed": False,
+            "failure": "4 invalid records, more than the 3 allowed",
+        },
         "outputs": {},
     }
     assert summary.to_json() == expected
-    summary.write(tmp_path / "out" / "summary.json")
+    summary.write(LocalFiles(), str(tmp_path / "out" / "summary.json"))
     assert json.loads((tmp_path / "out" / "summary.json").read_text()) == expected
     table = summary.table()
     assert "BAD_FRAMING                   3" in table
     assert "t/0                                 0        10        11" in table
     assert "12 records in 2.00 s (6 records/s, 2 batch(es))" in table
+    assert "7                             8        1  t/1@4 DECODE_ERROR: truncated" in table
+    assert table.endswith("quality gate: FAILED: 4 invalid records, more than the 3 allowed")
+
+
+def test_quality_gate_by_count_and_ratio() -> None:
+    assert QualityGate(max_invalid=4).check(4, 100) is None
+    assert QualityGate(max_invalid=0).check(1, 100) == "1 invalid records, more than the 0 allowed"
+    assert QualityGate(max_invalid_ratio=0.05).check(5, 100) is None
+    assert QualityGate(max_invalid_ratio=0.05).check(6, 100) == (
+        "6.0000% of records invalid, more than the 5.0000% allowed"
+    )
+    assert QualityGate(max_invalid_ratio=0.0).check(0, 0) is None
+    assert Summary().gate_failure is None
 
 
 def test_ranges_from_counts_and_their_name() -> None:
@@ -80,13 +140,13 @@ def test_ranges_from_counts_and_their_name() -> None:
 
 
 def test_ledger_merges_ranges_and_survives_reopening(tmp_path: Path) -> None:
-    ledger = RangeLedger(tmp_path, "dlq")
+    ledger = RangeLedger(LocalFiles(), str(tmp_path), "dlq")
     assert ledger.recorded() == []
     ledger.record([r(0, 0, 10), r(1, 5, 6)])
     ledger.record([r(0, 10, 20), r(0, 30, 40), r(0, 35, 50), r(2, 7, 7)])
-    again = RangeLedger(tmp_path, "dlq")
+    again = RangeLedger(LocalFiles(), str(tmp_path), "dlq")
     assert again.recorded() == [r(0, 0, 20), r(0, 30, 50), r(1, 5, 6)]
-    assert RangeLedger(tmp_path, "other").recorded() == []
+    assert RangeLedger(LocalFiles(), f"file://{tmp_path}", "other").recorded() == []
 
 
 def test_dead_letter_headers() -> None:

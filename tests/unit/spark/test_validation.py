@@ -297,3 +297,53 @@ def test_cached_pairs_decode_exactly_as_fastavro_schemaless_reader(
     # Cut inside ``amount`` (never a field the expected schema skips), and a byte too many.
     assert v.reasons([good[:6], good + b"\x01"]) == [Reason.DECODE_ERROR, Reason.DECODE_ERROR]
     assert v.validate(good[:6]).reason is Reason.DECODE_ERROR
+
+
+REFUND = {
+    "type": "record",
+    "name": "Refund",
+    "namespace": "shop",
+    "fields": [{"name": "amount", "type": "double"}],
+}
+
+
+def test_record_strategies_check_each_record_type_against_its_own_schema() -> None:
+    schemas = {**SCHEMAS, 5: registered(5, REFUND)}
+    v = PayloadValidator({"shop.Order": schemas[2], "shop.Refund": schemas[5]}, schemas.get)
+    # v1 Orders resolve into the expected v2 Order; Refunds are their own type.
+    order_verdict = v.validate(frame(1, ORDER, order(3)))
+    assert order_verdict.reason is None
+    assert order_verdict.record["channel"] == "web"
+    assert v.expected_name(1) == "shop.Order"
+    refund_verdict = v.validate(frame(5, REFUND, {"amount": 2.0}))
+    assert (refund_verdict.reason, refund_verdict.record) == (None, {"amount": 2.0})
+    assert v.expected_name(5) == "shop.Refund"
+    assert v.reasons_and_ids(
+        [frame(1, ORDER, order()), frame(5, REFUND, {"amount": 1.0}), b"\x00"]
+    ) == ([None, None, Reason.BAD_FRAMING], [1, 5, None])
+    # A record type with no expected schema in this topic.
+    only_orders = PayloadValidator({"shop.Order": schemas[1]}, schemas.get)
+    unexpected = only_orders.validate(frame(5, REFUND, {"amount": 2.0}))
+    assert unexpected.reason is Reason.UNEXPECTED_RECORD_TYPE
+    assert unexpected.message == (
+        "writer schema id 5 is record type shop.Refund, which has no expected schema here "
+        "(expected types: ['shop.Order'])"
+    )
+
+
+def test_naming_strategies_name_subjects_as_confluent_does() -> None:
+    from headwater_spark.schemas import NamingStrategy, subject_name
+
+    assert NamingStrategy.parse("TopicNameStrategy") is NamingStrategy.TOPIC_NAME
+    assert (
+        NamingStrategy.parse("io.confluent.kafka.serializers.subject.RecordNameStrategy")
+        is NamingStrategy.RECORD_NAME
+    )
+    assert subject_name(NamingStrategy.TOPIC_NAME, "orders", True, None) == "orders-key"
+    assert subject_name(NamingStrategy.RECORD_NAME, "orders", False, "shop.Order") == "shop.Order"
+    assert (
+        subject_name(NamingStrategy.TOPIC_RECORD_NAME, "orders", False, "shop.Order")
+        == "orders-shop.Order"
+    )
+    with pytest.raises(ValueError, match="needs a record name"):
+        subject_name(NamingStrategy.RECORD_NAME, "orders", False, None)
