@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from headwater_registry.api import models
-from headwater_registry.api.deps import Flag, RegistryDep, Subject
+from headwater_registry.api.deps import Flag, RegistryDep, Subject, Version
 from headwater_registry.api.media import RegistryJSON
 
 router = APIRouter(tags=["compatibility"], responses=models.ERROR_RESPONSES)
@@ -20,7 +20,7 @@ router = APIRouter(tags=["compatibility"], responses=models.ERROR_RESPONSES)
 async def check_version(
     registry: RegistryDep,
     subject: Subject,
-    version: str,
+    version: Version,
     body: models.SchemaRequest,
     normalize: Flag = False,
     verbose: Flag = False,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from headwater.registry.schema import SchemaReference
+from headwater_registry.names import INT_MAX, INT_MIN
 from headwater_registry.schemas import SchemaInput
+
+JavaInt = Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
+"""Confluent's ids and versions are Java ``int``: a larger number is a bad body (422)."""
 
 
 class Reference(BaseModel):
@@ -15,7 +19,7 @@ class Reference(BaseModel):
 
     name: str
     subject: str
-    version: int
+    version: JavaInt
 
     def to_reference(self) -> SchemaReference:
         return SchemaReference(self.name, self.subject, self.version)
@@ -29,8 +33,8 @@ class SchemaRequest(BaseModel):
     schema_text: str = Field(alias="schema")
     schemaType: str | None = None  # noqa: N815 -- Confluent's JSON field name
     references: list[Reference] = Field(default_factory=list)
-    id: int | None = None
-    version: int | None = None
+    id: JavaInt | None = None
+    version: JavaInt | None = None
     metadata: dict[str, Any] | None = None
     ruleSet: dict[str, Any] | None = None  # noqa: N815 -- Confluent's JSON field name
 

@@ -15,8 +15,9 @@ from starlette.types import Receive, Scope, Send
 
 from headwater.types import SchemaId
 from headwater_registry.api import models
-from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep
+from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep, SchemaIdPath
 from headwater_registry.api.media import MEDIA_TYPE, RegistryJSON
+from headwater_registry.names import parse_schema_id
 from headwater_registry.registry import Registry
 from headwater_registry.subjects import Page
 
@@ -53,16 +54,18 @@ by_id = APIRouter(tags=["schemas"], responses=models.ERROR_RESPONSES, route_clas
 @by_id.get(
     "/schemas/ids/{id}", summary="Get a schema by global id", response_model=models.SchemaById
 )
-async def schema_by_id(registry: RegistryDep, id: int, subject: str | None = None) -> Response:
-    body = await registry.schema_body(SchemaId(id), text_only=False)
+async def schema_by_id(
+    registry: RegistryDep, id: SchemaIdPath, subject: str | None = None
+) -> Response:
+    body = await registry.schema_body(parse_schema_id(id), text_only=False)
     return Response(body, media_type=MEDIA_TYPE)
 
 
 @by_id.get(
     "/schemas/ids/{id}/schema", summary="Get only the schema by global id", response_model=Any
 )
-async def schema_text(registry: RegistryDep, id: int) -> Response:
-    body = await registry.schema_body(SchemaId(id), text_only=True)
+async def schema_text(registry: RegistryDep, id: SchemaIdPath) -> Response:
+    body = await registry.schema_body(parse_schema_id(id), text_only=True)
     return Response(body, media_type=MEDIA_TYPE)
 
 
@@ -74,8 +77,10 @@ router = APIRouter(tags=["schemas"], responses=models.ERROR_RESPONSES)
     summary="Subjects that use a schema id",
     response_model=list[str],
 )
-async def schema_subjects(registry: RegistryDep, id: int, deleted: Flag = False) -> Response:
-    return RegistryJSON(await registry.schema_subjects(SchemaId(id), deleted=deleted))
+async def schema_subjects(
+    registry: RegistryDep, id: SchemaIdPath, deleted: Flag = False
+) -> Response:
+    return RegistryJSON(await registry.schema_subjects(parse_schema_id(id), deleted=deleted))
 
 
 @router.get(
@@ -83,8 +88,10 @@ async def schema_subjects(registry: RegistryDep, id: int, deleted: Flag = False)
     summary="Subject versions that use a schema id",
     response_model=list[models.SubjectVersionPair],
 )
-async def schema_versions(registry: RegistryDep, id: int, deleted: Flag = False) -> Response:
-    return RegistryJSON(await registry.schema_versions(SchemaId(id), deleted=deleted))
+async def schema_versions(
+    registry: RegistryDep, id: SchemaIdPath, deleted: Flag = False
+) -> Response:
+    return RegistryJSON(await registry.schema_versions(parse_schema_id(id), deleted=deleted))
 
 
 @router.get(

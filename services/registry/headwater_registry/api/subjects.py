@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from headwater_registry.api import models
-from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep, Subject
+from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep, Subject, Version
 from headwater_registry.api.media import RegistryJSON
 from headwater_registry.subjects import Page
 
@@ -104,7 +104,7 @@ async def register(
     response_model=models.SubjectVersion,
 )
 async def get_version(
-    registry: RegistryDep, subject: Subject, version: str, deleted: Flag = False
+    registry: RegistryDep, subject: Subject, version: Version, deleted: Flag = False
 ) -> Response:
     return RegistryJSON(await registry.get_version(subject, version, deleted=deleted))
 
@@ -115,7 +115,7 @@ async def get_version(
     response_model=Any,
 )
 async def get_version_schema(
-    registry: RegistryDep, subject: Subject, version: str, deleted: Flag = False
+    registry: RegistryDep, subject: Subject, version: Version, deleted: Flag = False
 ) -> Response:
     return RegistryJSON(await registry.get_version_schema(subject, version, deleted=deleted))
 
@@ -125,7 +125,7 @@ async def get_version_schema(
     summary="Ids of schemas that reference this version",
     response_model=list[int],
 )
-async def referenced_by(registry: RegistryDep, subject: Subject, version: str) -> Response:
+async def referenced_by(registry: RegistryDep, subject: Subject, version: Version) -> Response:
     return RegistryJSON(await registry.referenced_by(subject, version))
 
 
@@ -135,6 +135,6 @@ async def referenced_by(registry: RegistryDep, subject: Subject, version: str) -
     response_model=int,
 )
 async def delete_version(
-    registry: RegistryDep, subject: Subject, version: str, permanent: Flag = False
+    registry: RegistryDep, subject: Subject, version: Version, permanent: Flag = False
 ) -> Response:
     return RegistryJSON(await registry.delete_version(subject, version, permanent=permanent))
