@@ -7,10 +7,13 @@ without NUL are where such values used to end up as 500s), and changes nothing.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.integration.registry.support import V1, V2, error, register
 from tests.support import unique
@@ -180,3 +183,48 @@ def test_schemas_java_avro_refuses_get_42201_and_no_id(
     assert error(api.get(f"/subjects/{s}/versions")) == (404, 40401)
     # The database is this test's own: the first id is still free.
     assert register(api, unique("avro"), V1) == 1
+
+
+SEGMENTS = st.one_of(
+    st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(["latest", "-1", "+1", "0", "\x00", "a\x00b", "%", "..", "x" * 600]),
+)
+ROUTES = [
+    ("GET", "/schemas/ids/{x}"),
+    ("GET", "/schemas/ids/{x}/schema"),
+    ("GET", "/schemas/ids/{x}/subjects"),
+    ("GET", "/schemas/ids/{x}/versions"),
+    ("GET", "/subjects/{x}/versions"),
+    ("POST", "/subjects/{x}"),
+    ("POST", "/subjects/{x}/versions"),
+    ("DELETE", "/subjects/{x}"),
+    ("GET", "/subjects/s/versions/{x}"),
+    ("GET", "/subjects/{x}/versions/{x}/schema"),
+    ("GET", "/subjects/s/versions/{x}/referencedby"),
+    ("DELETE", "/subjects/s/versions/{x}"),
+    ("POST", "/compatibility/subjects/s/versions/{x}"),
+    ("POST", "/compatibility/subjects/{x}/versions"),
+    ("GET", "/config/{x}"),
+    ("PUT", "/config/{x}"),
+    ("DELETE", "/config/{x}"),
+    ("GET", "/mode/{x}"),
+    ("PUT", "/mode/{x}"),
+    ("DELETE", "/mode/{x}"),
+]
+
+
+def test_no_path_segment_is_a_server_error(api: TestClient) -> None:
+    register(api, "s", V1)
+    bodies = {"POST": {"schema": V2}, "PUT": {"compatibility": "NONE", "mode": "READWRITE"}}
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(st.sampled_from(ROUTES), SEGMENTS, st.sampled_from(["", "?deleted=true"]))
+    def send(route: tuple[str, str], segment: str, query: str) -> None:
+        method, template = route
+        url = template.replace("{x}", quote(segment, safe="")) + query
+        r = api.request(method, url, json=bodies.get(method))
+        assert r.status_code < 500, (method, url, r.text[:300])
+        assert r.status_code < 400 or set(r.json()) == {"error_code", "message"}
+
+    send()
