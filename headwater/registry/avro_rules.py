@@ -143,11 +143,12 @@ class _Walk:
         return self.reference(kind, namespace, [*path, "type"])
 
     def child(
-        self, node: Mapping[str, Any], key: str, namespace: str, path: list[str], d: int
+        self, node: Mapping[str, Any], key: str, namespace: str, path: list[str], depth: int
     ) -> None:
+        """An array's ``items`` or a map's ``values``."""
         if key not in node:
             raise _invalid(f"{node['type']} has no '{key}'", path)
-        self.schema(node[key], namespace, [*path, key], d + 1)
+        self.schema(node[key], namespace, [*path, key], depth + 1)
 
     def reference(self, name: str, namespace: str, path: list[str]) -> str:
         """A type named by a string: primitive, or a named type defined before this point."""

@@ -88,8 +88,14 @@ def parse(
     text: str,
     references: Sequence[tuple[SchemaReference, ParsedSchema]] = (),
     schema_type: str | None = None,
+    *,
+    stored: bool = False,
 ) -> ParsedSchema:
     """Validate ``text`` as an Avro schema that may use the named types of ``references``.
+
+    ``stored``: a schema a registry already holds, whose declarations were judged when it was
+    registered -- perhaps by an older release's laxer rules; they are not judged again, so a
+    subject holding one can still evolve.
 
     Raises :class:`InvalidSchemaError` saying what is wrong and, for a declaration Java Avro
     refuses, where (:mod:`headwater.registry.avro_rules`): bad JSON, unknown type, bad name,
@@ -107,7 +113,8 @@ def parse(
     named: dict[str, Any] = {}
     for _ref, dependency in references:
         named.update(dependency.named)
-    check_declarations(raw, named)
+    if not stored:
+        check_declarations(raw, named)
     try:
         # Defaults were judged above by Java's rules, which differ from fastavro's own.
         tree = fastavro.parse_schema(

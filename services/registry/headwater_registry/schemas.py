@@ -129,7 +129,7 @@ class Schemas:
         metrics.CACHE_MISSES.labels("parsed_schema").inc()
         stored = self.stored(tx, schema_id)
         refs = self._resolve_references(tx, stored.references, 0)
-        parsed = parse(stored.text, refs, stored.schema_type)
+        parsed = parse(stored.text, refs, stored.schema_type, stored=True)
         self._parsed.put(schema_id, parsed)
         return parsed
 
@@ -168,7 +168,7 @@ class Schemas:
                 )
             stored = self.stored(tx, match[-1].schema_id)
             inner = self._resolve_references(tx, stored.references, depth + 1)
-            resolved.append((ref, parse(stored.text, inner, stored.schema_type)))
+            resolved.append((ref, parse(stored.text, inner, stored.schema_type, stored=True)))
         return resolved
 
 

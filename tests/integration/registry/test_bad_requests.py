@@ -15,6 +15,8 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headwater.registry.schema import fingerprint
+from headwater_registry.store.queries import StoredSchema, Transaction
 from tests.integration.registry.support import V1, V2, error, register
 from tests.support import unique
 
@@ -228,3 +230,30 @@ def test_no_path_segment_is_a_server_error(api: TestClient) -> None:
         assert r.status_code < 400 or set(r.json()) == {"error_code", "message"}
 
     send()
+
+
+def test_a_subject_holding_a_schema_older_rules_took_still_evolves(api: TestClient) -> None:
+    # Stored as an earlier release registered it, before field names were checked.
+    legacy = '{"type":"record","name":"R","fields":[{"name":"a-b","type":"int"}]}'
+    s = unique("legacy")
+    registry = api.app.state.registry  # type: ignore[attr-defined]
+
+    def store(tx: Transaction) -> None:
+        schema_id = tx.allocate_id()
+        key = fingerprint("AVRO", legacy, ())
+        tx.insert_schema(
+            StoredSchema(schema_id, "AVRO", legacy, ()), fingerprint=key, normalized_fingerprint=key
+        )
+        tx.insert_version(s, 1, schema_id)
+
+    registry.store.write(store, s)
+    evolved = legacy.replace("}]}", '},{"name":"b","type":"string","default":""}]}')
+    check = api.post(f"/compatibility/subjects/{s}/versions/latest", json={"schema": evolved})
+    # The new schema is judged by today's rules; the stored one is not judged again.
+    assert error(check) == (422, 42201)
+    assert check.json()["message"].endswith("at /fields/0/name")
+    renamed = '{"type":"record","name":"R","fields":[{"name":"b","type":"string","default":""}]}'
+    answer = api.post(f"/compatibility/subjects/{s}/versions/latest", json={"schema": renamed})
+    assert answer.json() == {"is_compatible": True}
+    assert register(api, s, renamed) == 2
+    assert api.get(f"/subjects/{s}/versions/1").json()["schema"] == legacy
