@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from headwater.registry.schema import NAMED, PRIMITIVES, ParsedSchema, namespace_of, qualify
+from headwater.registry.avro_rules import PRIMITIVES, pointer
+from headwater.registry.schema import NAMED, ParsedSchema, namespace_of, qualify
 
 
 class Kind(StrEnum):
@@ -310,10 +311,3 @@ class _Checker:
 
 def _at(kind: Kind, location: list[str], message: str) -> Incompatibility:
     return Incompatibility(kind, pointer(location), message)
-
-
-def pointer(location: Sequence[str]) -> str:
-    """A JSON pointer (RFC 6901) from path segments; the root is ``/`` as in Java's reports."""
-    if not location:
-        return "/"
-    return "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in location)

@@ -20,11 +20,11 @@ from typing import Any
 import fastavro
 import orjson
 
+from headwater.registry.avro_rules import PRIMITIVES, check_declarations
 from headwater.registry.errors import InvalidSchemaError, SchemaTooLargeError
 
 AVRO = "AVRO"
 SCHEMA_TYPES = (AVRO,)
-PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "error", "enum", "fixed"})
 MAX_SCHEMA_BYTES = 1 << 20
 
@@ -88,10 +88,17 @@ def parse(
     text: str,
     references: Sequence[tuple[SchemaReference, ParsedSchema]] = (),
     schema_type: str | None = None,
+    *,
+    stored: bool = False,
 ) -> ParsedSchema:
     """Validate ``text`` as an Avro schema that may use the named types of ``references``.
 
-    Raises :class:`InvalidSchemaError` saying what is wrong: bad JSON, unknown type, bad name,
+    ``stored``: a schema a registry already holds, whose declarations were judged when it was
+    registered -- perhaps by an older release's laxer rules; they are not judged again, so a
+    subject holding one can still evolve.
+
+    Raises :class:`InvalidSchemaError` saying what is wrong and, for a declaration Java Avro
+    refuses, where (:mod:`headwater.registry.avro_rules`): bad JSON, unknown type, bad name,
     a default that does not match its field's type, an unsupported schema type.
     """
     kind = (schema_type or AVRO).upper()
@@ -106,60 +113,18 @@ def parse(
     named: dict[str, Any] = {}
     for _ref, dependency in references:
         named.update(dependency.named)
+    if not stored:
+        check_declarations(raw, named)
     try:
-        tree = fastavro.parse_schema(raw, named_schemas=named, _write_hint=False)
+        # Defaults were judged above by Java's rules, which differ from fastavro's own.
+        tree = fastavro.parse_schema(
+            raw, named_schemas=named, _write_hint=False, _ignore_default_error=True
+        )
     except Exception as e:  # fastavro raises several unrelated types for bad schemas
         raise InvalidSchemaError(f"Invalid schema: {type(e).__name__}: {e}") from None
-    _check_extra(tree, named)
     return ParsedSchema(
         orjson.dumps(raw).decode(), tree, named, tuple(r for r, _ in references), kind
     )
-
-
-def _check_extra(node: Any, named: Mapping[str, Any]) -> None:
-    """Rules fastavro leaves to the writer but Java's parser enforces: enum defaults, unions."""
-    if isinstance(node, list):
-        seen: set[str] = set()
-        for branch in node:
-            if isinstance(branch, list):
-                raise InvalidSchemaError("Invalid schema: a union may not contain a union")
-            key = _branch_key(branch, named)
-            if key in seen:
-                raise InvalidSchemaError(f"Invalid schema: duplicate {key!r} in union")
-            seen.add(key)
-            _check_extra(branch, named)
-        return
-    if not isinstance(node, dict):
-        return
-    kind = node.get("type")
-    if kind == "enum" and "default" in node and node["default"] not in node.get("symbols", ()):
-        raise InvalidSchemaError(
-            f"Invalid schema: enum {node['name']} default {node['default']!r} is not a symbol"
-        )
-    if kind in ("record", "error"):
-        names = [f["name"] for f in node.get("fields", ())]
-        if len(set(names)) != len(names):
-            raise InvalidSchemaError(f"Invalid schema: duplicate field name in {node['name']}")
-        for f in node.get("fields", ()):
-            _check_extra(f["type"], named)
-    elif kind == "array":
-        _check_extra(node["items"], named)
-    elif kind == "map":
-        _check_extra(node["values"], named)
-    elif isinstance(kind, dict | list):
-        _check_extra(kind, named)
-
-
-def _branch_key(branch: Any, named: Mapping[str, Any]) -> str:
-    # Unions may hold one schema per unnamed type and any number of distinct named types.
-    if isinstance(branch, str):
-        return branch
-    kind = branch.get("type")
-    if kind in NAMED:
-        return str(branch["name"])
-    if isinstance(kind, str):
-        return kind
-    return _branch_key(kind, named)
 
 
 def namespace_of(full_name: str) -> str:

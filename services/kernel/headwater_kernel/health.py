@@ -12,6 +12,18 @@ from starlette.responses import Response
 from headwater import __version__
 from headwater_kernel.body import JSONBody
 
+_NOT_READY: dict[str, Any] = {
+    "description": "A dependency does not answer; the body says which",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"status": {"type": "string", "enum": ["not ready"]}},
+                "required": ["status"],
+            }
+        }
+    },
+}
 ReadyCheck = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
 """A service's readiness: whether it can serve, and details to show (``{"topics": 3}``)."""
 
@@ -31,7 +43,12 @@ def add_health_routes(
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "service": name, "version": __version__, "pid": os.getpid()}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: storage and dependencies answer")
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="Readiness: storage and dependencies answer",
+        responses={503: _NOT_READY},
+    )
     async def readyz() -> Response:
         ok, detail = (True, {}) if ready is None else await ready()
         body = {"status": "ready" if ok else "not ready", **detail}

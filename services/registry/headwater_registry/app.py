@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -57,4 +58,27 @@ def create_app(settings: RegistrySettings) -> FastAPI:
     app.router.routes[:0] = schemas.by_id.routes
     for router in ROUTERS:
         app.router.routes.extend(router.routes)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document without the 422 it adds to every route with parameters.
+
+    That 422 shows pydantic's error list, which no route sends: a route that can answer 422
+    documents it with the registry's error body (``models.errors``), and one whose parameters
+    cannot fail (an id or a version is read by the core, answering 40403 or 42202) sends none.
+    """
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    document = FastAPI.openapi(app)  # builds and keeps app.openapi_schema
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            answer = operation.get("responses", {}).get("422", {})
+            schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+            if schema.get("$ref", "").endswith("/HTTPValidationError"):
+                del operation["responses"]["422"]
+    components = document.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)
+    return document

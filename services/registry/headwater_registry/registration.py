@@ -22,7 +22,7 @@ from headwater_registry.compatibility import Compatibility, incompatible_message
 from headwater_registry.config import Configs
 from headwater_registry.documents import VersionDocument
 from headwater_registry.mode import IMPORT, Modes
-from headwater_registry.names import check_subject
+from headwater_registry.names import INT_MAX, check_subject
 from headwater_registry.schemas import SchemaInput, Schemas
 from headwater_registry.store.database import SQLStore
 from headwater_registry.store.queries import StoredSchema, Transaction, VersionRow
@@ -89,10 +89,10 @@ class Registration:
                 if findings:
                     message = incompatible_message(subject, findings, config.level)
                     raise IncompatibleSchemaError(message)
+            number = _next_version(subject, rows, explicit_version, imported=mode == IMPORT)
             new_id = existing
             if new_id is None:
                 new_id = self._store_schema(tx, parsed, explicit_id)
-            number = _next_version(subject, rows, explicit_version, imported=mode == IMPORT)
             tx.insert_version(subject, number, new_id)
             return new_id
 
@@ -113,6 +113,12 @@ class Registration:
             tx.raise_counter(schema_id)
         else:
             schema_id = tx.allocate_id()
+            if schema_id > INT_MAX:
+                # Ids are Java ints, in clients and in the store's columns; one imported at the
+                # top of the range leaves no next one.
+                raise OperationNotPermittedError(
+                    f"No schema id is left above {INT_MAX}: ids are 32-bit integers"
+                )
             if self.store.is_postgres:
                 # The counter's row lock may have waited for another writer that just stored
                 # this very schema: look again so the same content keeps one id. (SQLite
@@ -162,6 +168,10 @@ def _next_version(
     (IMPORT mode may pick any unused number; otherwise it must be that next one)."""
     following = max((v.version for v in rows), default=0) + 1
     if explicit is None:
+        if following > INT_MAX:
+            raise InvalidVersionError(
+                f"Subject {subject} has no version number left above {INT_MAX}"
+            )
         return following
     if any(v.version == explicit for v in rows) or (not imported and explicit != following):
         raise InvalidVersionError(

@@ -8,6 +8,7 @@ sharing one PostgreSQL never serve each other stale subject state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from headwater_registry.store.database import SQLStore
 from headwater_registry.store.queries import StoredSchema, Transaction, VersionRow
 
 CACHE_ENTRIES = 100_000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_REFERENCE_DEPTH = 32
 # Labelled children looked up once: ``labels()`` validates and locks on every call, a noticeable
 # share of a cached read.
@@ -127,7 +129,7 @@ class Schemas:
         metrics.CACHE_MISSES.labels("parsed_schema").inc()
         stored = self.stored(tx, schema_id)
         refs = self._resolve_references(tx, stored.references, 0)
-        parsed = parse(stored.text, refs, stored.schema_type)
+        parsed = parse(stored.text, refs, stored.schema_type, stored=True)
         self._parsed.put(schema_id, parsed)
         return parsed
 
@@ -156,6 +158,7 @@ class Schemas:
             raise InvalidSchemaError("Invalid schema: references nest too deep (a cycle?)")
         resolved = []
         for ref in references:
+            _check_reference_name(ref)
             rows = [v for v in tx.versions(ref.subject) if not v.deleted]
             match = [v for v in rows if ref.version in (-1, v.version)]
             if not match:
@@ -165,8 +168,16 @@ class Schemas:
                 )
             stored = self.stored(tx, match[-1].schema_id)
             inner = self._resolve_references(tx, stored.references, depth + 1)
-            resolved.append((ref, parse(stored.text, inner, stored.schema_type)))
+            resolved.append((ref, parse(stored.text, inner, stored.schema_type, stored=True)))
         return resolved
+
+
+def _check_reference_name(ref: SchemaReference) -> None:
+    # The name is stored beside the schema (512 characters at most) and names a type: text a
+    # type name could be, not control characters (PostgreSQL's text cannot even hold NUL).
+    if not ref.name or len(ref.name) > 512 or _CONTROL.search(ref.name):
+        shown = ref.name if len(ref.name) <= 40 else ref.name[:40] + "..."
+        raise InvalidSchemaError(f"Invalid schema: reference name {shown!r} is not valid")
 
 
 def schema_document(stored: StoredSchema) -> SchemaDocument:

@@ -43,4 +43,11 @@ def test_database_gone_is_50001(postgres_url: str) -> None:
         assert r.status_code == 500
         assert r.json()["error_code"] == 50001
         assert r.json()["message"].startswith("Error in the backend data store: OperationalError")
-        assert client.get("/readyz").status_code == 503
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["status"] == "not ready"
+        document = client.get("/openapi.json").json()
+        answers = document["paths"]["/readyz"]["get"]["responses"]
+        assert ready.headers["content-type"] in answers["503"]["content"]
+        assert r.headers["content-type"] == MEDIA
+        assert "50001: " in document["paths"]["/subjects"]["get"]["responses"]["500"]["description"]

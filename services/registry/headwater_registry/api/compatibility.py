@@ -5,22 +5,39 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from headwater.registry.errors import (
+    InvalidSchemaError,
+    InvalidVersionError,
+    SchemaTooLargeError,
+    SubjectNotFoundError,
+    VersionNotFoundError,
+)
 from headwater_registry.api import models
-from headwater_registry.api.deps import Flag, RegistryDep, Subject
+from headwater_registry.api.deps import Flag, RegistryDep, Subject, Version
 from headwater_registry.api.media import RegistryJSON
+from headwater_registry.api.models import BAD_BODY, READ_FAILED
 
-router = APIRouter(tags=["compatibility"], responses=models.ERROR_RESPONSES)
+router = APIRouter(tags=["compatibility"], default_response_class=RegistryJSON)
 
 
 @router.post(
     "/compatibility/subjects/{subject:subject}/versions/{version}",
     summary="Test a schema against one version",
     response_model=models.CompatibilityAnswer,
+    responses=models.errors(
+        SubjectNotFoundError,
+        VersionNotFoundError,
+        *BAD_BODY,
+        InvalidSchemaError,
+        InvalidVersionError,
+        SchemaTooLargeError,
+        *READ_FAILED,
+    ),
 )
 async def check_version(
     registry: RegistryDep,
     subject: Subject,
-    version: str,
+    version: Version,
     body: models.SchemaRequest,
     normalize: Flag = False,
     verbose: Flag = False,
@@ -35,6 +52,7 @@ async def check_version(
     "/compatibility/subjects/{subject:subject}/versions",
     summary="Test a schema against the versions the subject's level names",
     response_model=models.CompatibilityAnswer,
+    responses=models.errors(*BAD_BODY, InvalidSchemaError, SchemaTooLargeError, *READ_FAILED),
 )
 async def check_all(
     registry: RegistryDep,

@@ -9,11 +9,17 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from headwater.registry.errors import (
+    InvalidCompatibilityLevelError,
+    InvalidSubjectError,
+    SubjectConfigNotFoundError,
+)
 from headwater_registry.api import models
 from headwater_registry.api.deps import Flag, RegistryDep, Subject
 from headwater_registry.api.media import RegistryJSON
+from headwater_registry.api.models import BAD_BODY, BAD_PARAMETER, READ_FAILED, WRITE_FAILED
 
-router = APIRouter(tags=["config"], responses=models.ERROR_RESPONSES)
+router = APIRouter(tags=["config"], default_response_class=RegistryJSON)
 
 
 @router.get(
@@ -21,6 +27,7 @@ router = APIRouter(tags=["config"], responses=models.ERROR_RESPONSES)
     name="get_config",
     summary="Get the global compatibility level",
     response_model=models.ConfigAnswer,
+    responses=models.errors(*BAD_PARAMETER, *READ_FAILED),
 )
 async def get_global_config(
     registry: RegistryDep,
@@ -34,6 +41,7 @@ async def get_global_config(
     name="put_config",
     summary="Set the global compatibility level",
     response_model=models.ConfigUpdated,
+    responses=models.errors(*BAD_BODY, InvalidCompatibilityLevelError, *WRITE_FAILED),
 )
 async def put_global_config(registry: RegistryDep, body: models.ConfigRequest) -> Response:
     update = await registry.put_config(
@@ -47,6 +55,7 @@ async def put_global_config(registry: RegistryDep, body: models.ConfigRequest) -
     name="delete_config",
     summary="Delete the global compatibility level",
     response_model=models.ConfigAnswer,
+    responses=models.errors(*WRITE_FAILED),
 )
 async def delete_global_config(registry: RegistryDep) -> Response:
     return RegistryJSON(await registry.delete_config(None))
@@ -57,6 +66,7 @@ async def delete_global_config(registry: RegistryDep) -> Response:
     name="get_config",
     summary="Get a subject's compatibility level",
     response_model=models.ConfigAnswer,
+    responses=models.errors(SubjectConfigNotFoundError, *BAD_PARAMETER, *READ_FAILED),
 )
 async def get_subject_config(
     registry: RegistryDep,
@@ -71,6 +81,9 @@ async def get_subject_config(
     name="put_config",
     summary="Set a subject's compatibility level",
     response_model=models.ConfigUpdated,
+    responses=models.errors(
+        *BAD_BODY, InvalidCompatibilityLevelError, InvalidSubjectError, *WRITE_FAILED
+    ),
 )
 async def put_subject_config(
     registry: RegistryDep, subject: Subject, body: models.ConfigRequest
@@ -86,6 +99,7 @@ async def put_subject_config(
     name="delete_config",
     summary="Delete a subject's compatibility level",
     response_model=models.ConfigAnswer,
+    responses=models.errors(SubjectConfigNotFoundError, *WRITE_FAILED),
 )
 async def delete_subject_config(registry: RegistryDep, subject: Subject) -> Response:
     return RegistryJSON(await registry.delete_config(subject))

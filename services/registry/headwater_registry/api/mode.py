@@ -9,15 +9,26 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from headwater.registry.errors import (
+    InvalidModeError,
+    InvalidSubjectError,
+    OperationNotPermittedError,
+    SubjectModeNotFoundError,
+)
 from headwater_registry.api import models
 from headwater_registry.api.deps import Flag, RegistryDep, Subject
 from headwater_registry.api.media import RegistryJSON
+from headwater_registry.api.models import BAD_BODY, BAD_PARAMETER, READ_FAILED, WRITE_FAILED
 
-router = APIRouter(tags=["mode"], responses=models.ERROR_RESPONSES)
+router = APIRouter(tags=["mode"], default_response_class=RegistryJSON)
 
 
 @router.get(
-    "/mode", name="get_mode", summary="Get the global mode", response_model=models.ModeAnswer
+    "/mode",
+    name="get_mode",
+    summary="Get the global mode",
+    response_model=models.ModeAnswer,
+    responses=models.errors(*BAD_PARAMETER, *READ_FAILED),
 )
 async def get_global_mode(
     registry: RegistryDep,
@@ -27,7 +38,11 @@ async def get_global_mode(
 
 
 @router.put(
-    "/mode", name="put_mode", summary="Set the global mode", response_model=models.ModeAnswer
+    "/mode",
+    name="put_mode",
+    summary="Set the global mode",
+    response_model=models.ModeAnswer,
+    responses=models.errors(*BAD_BODY, InvalidModeError, OperationNotPermittedError, *WRITE_FAILED),
 )
 async def put_global_mode(
     registry: RegistryDep, body: models.ModeRequest, force: Flag = False
@@ -36,7 +51,11 @@ async def put_global_mode(
 
 
 @router.delete(
-    "/mode", name="delete_mode", summary="Delete the global mode", response_model=models.ModeAnswer
+    "/mode",
+    name="delete_mode",
+    summary="Delete the global mode",
+    response_model=models.ModeAnswer,
+    responses=models.errors(*WRITE_FAILED),
 )
 async def delete_global_mode(registry: RegistryDep) -> Response:
     return RegistryJSON(await registry.delete_mode(None))
@@ -47,6 +66,7 @@ async def delete_global_mode(registry: RegistryDep) -> Response:
     name="get_mode",
     summary="Get a subject's mode",
     response_model=models.ModeAnswer,
+    responses=models.errors(SubjectModeNotFoundError, *BAD_PARAMETER, *READ_FAILED),
 )
 async def get_subject_mode(
     registry: RegistryDep,
@@ -61,6 +81,9 @@ async def get_subject_mode(
     name="put_mode",
     summary="Set a subject's mode",
     response_model=models.ModeAnswer,
+    responses=models.errors(
+        *BAD_BODY, InvalidModeError, OperationNotPermittedError, InvalidSubjectError, *WRITE_FAILED
+    ),
 )
 async def put_subject_mode(
     registry: RegistryDep, subject: Subject, body: models.ModeRequest, force: Flag = False
@@ -73,6 +96,7 @@ async def put_subject_mode(
     name="delete_mode",
     summary="Delete a subject's mode",
     response_model=models.ModeAnswer,
+    responses=models.errors(SubjectModeNotFoundError, *WRITE_FAILED),
 )
 async def delete_subject_mode(registry: RegistryDep, subject: Subject) -> Response:
     return RegistryJSON(await registry.delete_mode(subject))

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from headwater.errors import HeadwaterError, MalformedRequestError
+from headwater.registry.errors import (
+    MalformedJsonError,
+    RegistryError,
+    StoreTimeoutError,
+    UnprocessableEntityError,
+)
 from headwater.registry.schema import SchemaReference
+from headwater_registry.names import INT_MAX, INT_MIN
 from headwater_registry.schemas import SchemaInput
+
+JavaInt = Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
+"""Confluent's ids and versions are Java ``int``: a larger number is a bad body (422)."""
 
 
 class Reference(BaseModel):
@@ -15,7 +26,7 @@ class Reference(BaseModel):
 
     name: str
     subject: str
-    version: int
+    version: JavaInt
 
     def to_reference(self) -> SchemaReference:
         return SchemaReference(self.name, self.subject, self.version)
@@ -29,8 +40,8 @@ class SchemaRequest(BaseModel):
     schema_text: str = Field(alias="schema")
     schemaType: str | None = None  # noqa: N815 -- Confluent's JSON field name
     references: list[Reference] = Field(default_factory=list)
-    id: int | None = None
-    version: int | None = None
+    id: JavaInt | None = None
+    version: JavaInt | None = None
     metadata: dict[str, Any] | None = None
     ruleSet: dict[str, Any] | None = None  # noqa: N815 -- Confluent's JSON field name
 
@@ -104,13 +115,34 @@ class ErrorBody(BaseModel):
     message: str
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
-    for status, description in (
-        (404, "40401 subject, 40402 version, 40403 schema not found; 40404-40409"),
-        (409, "40901 incompatible schema"),
-        (422, "422 bad body; 42201-42211"),
-        (500, "50001 store error, 50002 timeout"),
-    )
-}
-"""The error body on every registry route, so OpenAPI shows what clients get."""
+def errors(*raised: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
+    """A route's error answers for OpenAPI: by status, each naming its codes, with the body.
+
+    The routers answer under the registry's media type (``default_response_class``), so FastAPI
+    documents these bodies under it too.
+    """
+    by_status: dict[int, list[type[HeadwaterError]]] = {}
+    for error in sorted(raised, key=lambda e: e.error_code):
+        by_status.setdefault(error.http_status, []).append(error)
+    return {
+        status: {
+            "model": ErrorBody,
+            "description": "; ".join(f"{e.error_code}: {_summary(e)}" for e in classes),
+        }
+        for status, classes in sorted(by_status.items())
+    }
+
+
+def _summary(error: type[HeadwaterError]) -> str:
+    return (error.__doc__ or error.__name__).strip().splitlines()[0].rstrip(".")
+
+
+BAD_BODY = (MalformedRequestError, MalformedJsonError, UnprocessableEntityError)
+"""What a route with a JSON body answers for one it cannot read (400) or that has the wrong
+shape (422, also for a bad query parameter)."""
+BAD_PARAMETER = (UnprocessableEntityError,)
+"""A query parameter of the wrong type (a flag that is no boolean, a negative offset)."""
+READ_FAILED = (RegistryError,)
+"""The database failing under a read (50001)."""
+WRITE_FAILED = (RegistryError, StoreTimeoutError)
+"""The database failing under a write (50001), or conflicting writers outlasting the retries."""

@@ -13,10 +13,15 @@ from fastapi.routing import APIRoute
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from headwater.registry.errors import (
+    SchemaNotFoundError,
+)
 from headwater.types import SchemaId
 from headwater_registry.api import models
-from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep
+from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep, SchemaIdPath
 from headwater_registry.api.media import MEDIA_TYPE, RegistryJSON
+from headwater_registry.api.models import BAD_PARAMETER, READ_FAILED
+from headwater_registry.names import parse_schema_id
 from headwater_registry.registry import Registry
 from headwater_registry.subjects import Page
 
@@ -47,50 +52,67 @@ class PrerenderedRoute(APIRoute):
         await super().handle(scope, receive, send)
 
 
-by_id = APIRouter(tags=["schemas"], responses=models.ERROR_RESPONSES, route_class=PrerenderedRoute)
+by_id = APIRouter(
+    tags=["schemas"], default_response_class=RegistryJSON, route_class=PrerenderedRoute
+)
 
 
 @by_id.get(
-    "/schemas/ids/{id}", summary="Get a schema by global id", response_model=models.SchemaById
+    "/schemas/ids/{id}",
+    summary="Get a schema by global id",
+    response_model=models.SchemaById,
+    responses=models.errors(SchemaNotFoundError, *READ_FAILED),
 )
-async def schema_by_id(registry: RegistryDep, id: int, subject: str | None = None) -> Response:
-    body = await registry.schema_body(SchemaId(id), text_only=False)
+async def schema_by_id(
+    registry: RegistryDep, id: SchemaIdPath, subject: str | None = None
+) -> Response:
+    body = await registry.schema_body(parse_schema_id(id), text_only=False)
     return Response(body, media_type=MEDIA_TYPE)
 
 
 @by_id.get(
-    "/schemas/ids/{id}/schema", summary="Get only the schema by global id", response_model=Any
+    "/schemas/ids/{id}/schema",
+    summary="Get only the schema by global id",
+    response_model=Any,
+    responses=models.errors(SchemaNotFoundError, *READ_FAILED),
 )
-async def schema_text(registry: RegistryDep, id: int) -> Response:
-    body = await registry.schema_body(SchemaId(id), text_only=True)
+async def schema_text(registry: RegistryDep, id: SchemaIdPath) -> Response:
+    body = await registry.schema_body(parse_schema_id(id), text_only=True)
     return Response(body, media_type=MEDIA_TYPE)
 
 
-router = APIRouter(tags=["schemas"], responses=models.ERROR_RESPONSES)
+router = APIRouter(tags=["schemas"], default_response_class=RegistryJSON)
 
 
 @router.get(
     "/schemas/ids/{id}/subjects",
     summary="Subjects that use a schema id",
     response_model=list[str],
+    responses=models.errors(SchemaNotFoundError, *BAD_PARAMETER, *READ_FAILED),
 )
-async def schema_subjects(registry: RegistryDep, id: int, deleted: Flag = False) -> Response:
-    return RegistryJSON(await registry.schema_subjects(SchemaId(id), deleted=deleted))
+async def schema_subjects(
+    registry: RegistryDep, id: SchemaIdPath, deleted: Flag = False
+) -> Response:
+    return RegistryJSON(await registry.schema_subjects(parse_schema_id(id), deleted=deleted))
 
 
 @router.get(
     "/schemas/ids/{id}/versions",
     summary="Subject versions that use a schema id",
     response_model=list[models.SubjectVersionPair],
+    responses=models.errors(SchemaNotFoundError, *BAD_PARAMETER, *READ_FAILED),
 )
-async def schema_versions(registry: RegistryDep, id: int, deleted: Flag = False) -> Response:
-    return RegistryJSON(await registry.schema_versions(SchemaId(id), deleted=deleted))
+async def schema_versions(
+    registry: RegistryDep, id: SchemaIdPath, deleted: Flag = False
+) -> Response:
+    return RegistryJSON(await registry.schema_versions(parse_schema_id(id), deleted=deleted))
 
 
 @router.get(
     "/schemas",
     summary="List schemas (subject versions)",
     response_model=list[models.SubjectVersion],
+    responses=models.errors(*BAD_PARAMETER, *READ_FAILED),
 )
 async def list_schemas(
     registry: RegistryDep,

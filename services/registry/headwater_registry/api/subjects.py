@@ -7,15 +7,38 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from headwater.registry.errors import (
+    IdMismatchError,
+    IncompatibleSchemaError,
+    InvalidSchemaError,
+    InvalidSubjectError,
+    InvalidVersionError,
+    OperationNotPermittedError,
+    ReferenceExistsError,
+    SchemaNotFoundError,
+    SchemaTooLargeError,
+    SubjectNotFoundError,
+    SubjectNotSoftDeletedError,
+    SubjectSoftDeletedError,
+    VersionNotFoundError,
+    VersionNotSoftDeletedError,
+    VersionSoftDeletedError,
+)
 from headwater_registry.api import models
-from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep, Subject
+from headwater_registry.api.deps import Flag, Limit, Offset, RegistryDep, Subject, Version
 from headwater_registry.api.media import RegistryJSON
+from headwater_registry.api.models import BAD_BODY, BAD_PARAMETER, READ_FAILED, WRITE_FAILED
 from headwater_registry.subjects import Page
 
-router = APIRouter(tags=["subjects"], responses=models.ERROR_RESPONSES)
+router = APIRouter(tags=["subjects"], default_response_class=RegistryJSON)
 
 
-@router.get("/subjects", summary="List subjects", response_model=list[str])
+@router.get(
+    "/subjects",
+    summary="List subjects",
+    response_model=list[str],
+    responses=models.errors(*BAD_PARAMETER, *READ_FAILED),
+)
 async def list_subjects(
     registry: RegistryDep,
     subjectPrefix: str = "",  # noqa: N803 -- Confluent's parameter name
@@ -38,6 +61,14 @@ async def list_subjects(
     "/subjects/{subject:subject}",
     summary="Look up a schema under a subject",
     response_model=models.SubjectVersion,
+    responses=models.errors(
+        SubjectNotFoundError,
+        SchemaNotFoundError,
+        *BAD_BODY,
+        InvalidSchemaError,
+        SchemaTooLargeError,
+        *READ_FAILED,
+    ),
 )
 async def lookup(
     registry: RegistryDep,
@@ -54,6 +85,15 @@ async def lookup(
     "/subjects/{subject:subject}",
     summary="Delete a subject (soft; permanent=true after a soft delete)",
     response_model=list[int],
+    responses=models.errors(
+        SubjectNotFoundError,
+        SubjectSoftDeletedError,
+        SubjectNotSoftDeletedError,
+        *BAD_PARAMETER,
+        OperationNotPermittedError,
+        ReferenceExistsError,
+        *WRITE_FAILED,
+    ),
 )
 async def delete_subject(
     registry: RegistryDep, subject: Subject, permanent: Flag = False
@@ -65,6 +105,7 @@ async def delete_subject(
     "/subjects/{subject:subject}/versions",
     summary="List a subject's versions",
     response_model=list[int],
+    responses=models.errors(SubjectNotFoundError, *BAD_PARAMETER, *READ_FAILED),
 )
 async def list_versions(
     registry: RegistryDep,
@@ -85,6 +126,17 @@ async def list_versions(
     "/subjects/{subject:subject}/versions",
     summary="Register a schema under a subject",
     response_model=models.RegisteredId,
+    responses=models.errors(
+        *BAD_BODY,
+        IncompatibleSchemaError,
+        InvalidSchemaError,
+        InvalidVersionError,
+        OperationNotPermittedError,
+        IdMismatchError,
+        InvalidSubjectError,
+        SchemaTooLargeError,
+        *WRITE_FAILED,
+    ),
 )
 async def register(
     registry: RegistryDep,
@@ -102,9 +154,16 @@ async def register(
     "/subjects/{subject:subject}/versions/{version}",
     summary="Get a version ('latest' or -1 for the newest)",
     response_model=models.SubjectVersion,
+    responses=models.errors(
+        SubjectNotFoundError,
+        VersionNotFoundError,
+        *BAD_PARAMETER,
+        InvalidVersionError,
+        *READ_FAILED,
+    ),
 )
 async def get_version(
-    registry: RegistryDep, subject: Subject, version: str, deleted: Flag = False
+    registry: RegistryDep, subject: Subject, version: Version, deleted: Flag = False
 ) -> Response:
     return RegistryJSON(await registry.get_version(subject, version, deleted=deleted))
 
@@ -113,9 +172,16 @@ async def get_version(
     "/subjects/{subject:subject}/versions/{version}/schema",
     summary="Get only the schema of a version",
     response_model=Any,
+    responses=models.errors(
+        SubjectNotFoundError,
+        VersionNotFoundError,
+        *BAD_PARAMETER,
+        InvalidVersionError,
+        *READ_FAILED,
+    ),
 )
 async def get_version_schema(
-    registry: RegistryDep, subject: Subject, version: str, deleted: Flag = False
+    registry: RegistryDep, subject: Subject, version: Version, deleted: Flag = False
 ) -> Response:
     return RegistryJSON(await registry.get_version_schema(subject, version, deleted=deleted))
 
@@ -124,8 +190,11 @@ async def get_version_schema(
     "/subjects/{subject:subject}/versions/{version}/referencedby",
     summary="Ids of schemas that reference this version",
     response_model=list[int],
+    responses=models.errors(
+        SubjectNotFoundError, VersionNotFoundError, InvalidVersionError, *READ_FAILED
+    ),
 )
-async def referenced_by(registry: RegistryDep, subject: Subject, version: str) -> Response:
+async def referenced_by(registry: RegistryDep, subject: Subject, version: Version) -> Response:
     return RegistryJSON(await registry.referenced_by(subject, version))
 
 
@@ -133,8 +202,19 @@ async def referenced_by(registry: RegistryDep, subject: Subject, version: str) -
     "/subjects/{subject:subject}/versions/{version}",
     summary="Delete a version (soft; permanent=true after a soft delete)",
     response_model=int,
+    responses=models.errors(
+        SubjectNotFoundError,
+        VersionNotFoundError,
+        VersionSoftDeletedError,
+        VersionNotSoftDeletedError,
+        *BAD_PARAMETER,
+        InvalidVersionError,
+        OperationNotPermittedError,
+        ReferenceExistsError,
+        *WRITE_FAILED,
+    ),
 )
 async def delete_version(
-    registry: RegistryDep, subject: Subject, version: str, permanent: Flag = False
+    registry: RegistryDep, subject: Subject, version: Version, permanent: Flag = False
 ) -> Response:
     return RegistryJSON(await registry.delete_version(subject, version, permanent=permanent))

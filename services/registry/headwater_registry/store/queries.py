@@ -2,6 +2,10 @@
 
 The core holds a :class:`Transaction` (from ``SQLStore.read`` or ``SQLStore.write``) and never
 sees SQL; every method runs inside that transaction and answers with the typed rows below.
+
+A subject (or prefix) holding NUL finds nothing without a query: PostgreSQL's text cannot hold
+NUL and refuses the query itself, and no stored subject holds one (writes refuse control
+characters), so on either database the answer is the same empty one.
 """
 
 from __future__ import annotations
@@ -111,6 +115,8 @@ _MODES_FOR = sa.select(modes).where(
     sa.or_(modes.c.subject == sa.bindparam("s"), modes.c.subject == GLOBAL)
 )
 
+_NUL = "\x00"
+
 
 class Transaction:
     """The queries of one open transaction (a read, or a serialised write)."""
@@ -134,6 +140,8 @@ class Transaction:
     def find_normalized_versions(
         self, subject: str, normalized_fingerprint: str
     ) -> list[VersionRow]:
+        if _NUL in subject:
+            return []
         params = {"s": subject, "fp": normalized_fingerprint}
         return [_version(r) for r in self.connection.execute(_NORMALIZED_VERSIONS, params)]
 
@@ -172,23 +180,33 @@ class Transaction:
 
     def versions(self, subject: str) -> list[VersionRow]:
         """All versions of a subject, soft-deleted ones included, oldest first."""
+        if _NUL in subject:
+            return []
         return [_version(r) for r in self.connection.execute(_VERSIONS, {"s": subject})]
 
     def version(self, subject: str, version: int) -> VersionRow | None:
         """One version of a subject (soft-deleted or not), None if it does not exist."""
+        if _NUL in subject:
+            return None
         row = self.connection.execute(_ONE_VERSION, {"s": subject, "v": version}).first()
         return None if row is None else _version(row)
 
     def latest_version(self, subject: str) -> VersionRow | None:
         """The newest live version; the newest soft-deleted one if none is live; None if none."""
+        if _NUL in subject:
+            return None
         row = self.connection.execute(_LATEST_VERSION, {"s": subject}).first()
         return None if row is None else _version(row)
 
     def has_versions(self, subject: str, *, include_deleted: bool) -> bool:
+        if _NUL in subject:
+            return False
         query = _ANY_VERSION if include_deleted else _ANY_LIVE_VERSION
         return self.connection.execute(query, {"s": subject}).first() is not None
 
     def subject_versions_of_schema(self, subject: str, schema_id: int) -> list[VersionRow]:
+        if _NUL in subject:
+            return []
         params = {"s": subject, "id": schema_id}
         return [_version(r) for r in self.connection.execute(_SUBJECT_VERSIONS_OF_SCHEMA, params)]
 
@@ -201,6 +219,8 @@ class Transaction:
         return [_version(r) for r in self.connection.execute(query)]
 
     def all_versions(self, prefix: str) -> list[VersionRow]:
+        if _NUL in prefix:
+            return []
         query = sa.select(subject_versions).order_by(_sv.subject, _sv.version)
         if prefix:
             query = query.where(_sv.subject.startswith(prefix, autoescape=True))
@@ -208,6 +228,8 @@ class Transaction:
 
     def subjects(self, prefix: str) -> list[SubjectRow]:
         """Every subject with any version (live or soft-deleted), by name."""
+        if _NUL in prefix:
+            return []
         live = sa.func.sum(sa.case((_sv.deleted, 0), else_=1))
         query = sa.select(_sv.subject, live).group_by(_sv.subject).order_by(_sv.subject)
         if prefix:
@@ -232,6 +254,8 @@ class Transaction:
 
     def referencing_schema_ids(self, subject: str, version: int) -> list[int]:
         """Ids of schemas that reference (subject, version) and still have a live version."""
+        if _NUL in subject:
+            return []
         live = sa.exists().where(
             _sv.schema_id == schema_references.c.schema_id, _sv.deleted.is_(False)
         )
@@ -250,12 +274,16 @@ class Transaction:
     # --- config and mode ------------------------------------------------------------------------
 
     def get_config(self, subject: str) -> ConfigRow | None:
+        if _NUL in subject:
+            return None
         query = sa.select(configs).where(configs.c.subject == subject)
         row = self.connection.execute(query).first()
         return None if row is None else ConfigRow(row.compatibility, row.normalize)
 
     def configs_for(self, subject: str) -> dict[str, ConfigRow]:
         """The subject's and the global config rows, keyed by subject (``GLOBAL`` = '')."""
+        if _NUL in subject:
+            subject = GLOBAL
         rows = self.connection.execute(_CONFIGS_FOR, {"s": subject})
         return {r.subject: ConfigRow(r.compatibility, r.normalize) for r in rows}
 
@@ -271,12 +299,16 @@ class Transaction:
         self.connection.execute(sa.delete(configs).where(configs.c.subject == subject))
 
     def get_mode(self, subject: str) -> str | None:
+        if _NUL in subject:
+            return None
         query = sa.select(modes.c.mode).where(modes.c.subject == subject)
         found = self.connection.execute(query).scalar()
         return None if found is None else str(found)
 
     def modes_for(self, subject: str) -> dict[str, str]:
         """The subject's and the global mode, keyed by subject (``GLOBAL`` = '')."""
+        if _NUL in subject:
+            subject = GLOBAL
         rows = self.connection.execute(_MODES_FOR, {"s": subject})
         return {r.subject: str(r.mode) for r in rows}
 

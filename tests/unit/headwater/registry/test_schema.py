@@ -16,17 +16,17 @@ from headwater.registry.serde import SerializationError, decode_header, encode, 
         ('{"type": "record", "name": "R", "fields": [{"name": "a", "type": "Nope"}]}', "Nope"),
         (
             '{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":"x"}]}',
-            "Default value <x> must match schema type: int",
+            "default value 'x' of field 'a' does not match its type 'int' at /fields/0/default",
         ),
         (
             '{"type":"enum","name":"E","symbols":["A"],"default":"B"}',
-            "Default value for enum must be in symbols list",
+            "enum default 'B' is not a symbol at /default",
         ),
-        ('["int", "int"]', "duplicate 'int' in union"),
+        ('["int", "int"]', "duplicate 'int' in union at /1"),
         (
             '{"type":"record","name":"R","fields":[{"name":"a","type":"int"},'
             '{"name":"a","type":"long"}]}',
-            "duplicate field name in R",
+            "duplicate field 'a' in record R at /fields/1/name",
         ),
     ],
 )
