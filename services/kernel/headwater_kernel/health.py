@@ -21,7 +21,28 @@ def add_health_routes(app: FastAPI, ready: ReadyCheck | None = None) -> None:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: storage and dependencies answer")
+    readiness = {
+        "type": "object",
+        "properties": {"status": {"type": "string", "enum": ["ready", "not ready"]}},
+        "required": ["status"],
+        "additionalProperties": True,  # one entry per dependency, as ``ready`` reports it
+    }
+
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="Readiness: storage and dependencies answer",
+        responses={
+            200: {
+                "description": "Ready",
+                "content": {"application/json": {"schema": readiness}},
+            },
+            503: {
+                "description": "Not ready: a dependency does not answer",
+                "content": {"application/json": {"schema": readiness}},
+            },
+        },
+    )
     async def readyz() -> Response:
         ok, detail = (True, {}) if ready is None else await ready()
         body = {"status": "ready" if ok else "not ready", **detail}
