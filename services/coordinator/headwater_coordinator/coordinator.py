@@ -400,7 +400,7 @@ class Coordinator:
             except StoreUnavailableError as exc:
                 if not self._store_lost:  # once per outage, not every sweep
                     self._store_lost = True
-                    log.warning("%s; retrying every sweep", exc.__cause__ or exc)
+                    log.warning("Redis does not answer, expiring waits for it: %s", exc.__cause__)
             except Exception:
                 log.exception("expiry sweep failed")
             await asyncio.sleep(self.sweep_interval_ms / 1000)

@@ -140,15 +140,22 @@ class PrivateRedis:
         raise RuntimeError(f"redis-server did not answer within {timeout_s}s")
 
     def stop(self) -> None:
+        now = None if self.port else self._socket_now()
+        foreign = now is not None and now != self._socket_id
         if self.process and self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: redis flushes the append-only file and exits
+            if foreign:
+                # redis-server removes its socket *path* when it shuts down, and that path is
+                # another server's now. SIGKILL skips the shutdown; it loses nothing acknowledged,
+                # which redis writes to the append-only file before it replies.
+                self.process.kill()
+            else:
+                self.process.terminate()  # SIGTERM: redis fsyncs the append-only file, exits
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        # Only the socket this server made: one at the same path may be another server's.
-        if self._socket_id is not None and self._socket_now() == self._socket_id:
+        if not foreign:
             self.socket.unlink(missing_ok=True)
         self._socket_id = None
 
