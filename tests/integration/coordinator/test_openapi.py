@@ -244,3 +244,28 @@ def test_references_resolve_and_operations_are_unique(api: TestClient) -> None:
     assert len(ids) == len(set(ids))
     # FastAPI's own validation-error schema would describe a body this service never sends.
     assert "HTTPValidationError" not in doc["components"]["schemas"]
+
+
+def test_a_wrong_method_names_every_method_of_the_path(api: TestClient) -> None:
+    # Two routes share each of these paths; Starlette alone would name only the first one's.
+    for method, path, allow in [
+        ("OPTIONS", "/groups/g", "DELETE, GET"),
+        ("PUT", "/groups/g/offsets", "GET, POST"),
+        ("DELETE", "/groups", "GET"),
+    ]:
+        response = api.request(method, path)
+        assert (response.status_code, response.json()["error_code"]) == (405, 405)
+        assert response.headers["allow"] == allow
+
+
+def test_integers_are_json_integers(api: TestClient, broker: ServiceProcess) -> None:
+    """What the document calls an integer is one: 1.0 is (as in JSON Schema); true and "1",
+    which pydantic's lax mode would read as 1, are not."""
+    topic, group = make_topic(broker, 1), unique("g")
+    body = {"member_epoch": 0.0, "topics": [topic], "session_timeout_ms": 5000.0}
+    response = api.post(f"/groups/{group}/heartbeat", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["member_epoch"] == 1
+    for bad in (True, "5000", 5000.5):
+        response = api.post(f"/groups/{group}/heartbeat", json=body | {"session_timeout_ms": bad})
+        assert (response.status_code, response.json()["error_code"]) == (422, 42200), bad

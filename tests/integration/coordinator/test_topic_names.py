@@ -50,7 +50,8 @@ def error(response: Any) -> tuple[int, int]:
 def test_bad_names_are_refused_everywhere_and_change_nothing(api: TestClient, topic: str) -> None:
     for name in names(topic):
         group = unique("g")
-        owned = {"topic": name, "partitions": [0]}
+        owned: dict[str, Any] = {"topic": name, "partitions": [0]}
+        nothing: dict[str, Any] = {"partitions": []}
         requests = [
             ("/offsets", {"offsets": [{"topic": name, "partition": 0, "offset": 0}]}),
             (
@@ -61,6 +62,7 @@ def test_bad_names_are_refused_everywhere_and_change_nothing(api: TestClient, to
             ("/offsets/reset", {"strategy": "earliest", "topics": [topic, name]}),
             ("/heartbeat", {"member_epoch": 0, "topics": [topic, name]}),
             ("/heartbeat", {"member_epoch": 0, "topics": [topic], "owned": [owned]}),
+            ("/heartbeat", {"member_epoch": 0, "topics": [topic], "owned": [owned | nothing]}),
         ]
         for path, body in requests:
             response = api.post(f"/groups/{group}{path}", json=body)
