@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import Mapping, Sequence
 
 import httpx
 
-from headwater.client.broker import BrokerClient, PartitionOffsets, TopicDescription
+from headwater.client.broker import (
+    BrokerClient,
+    PartitionOffsets,
+    TimestampOffset,
+    TopicDescription,
+)
+from headwater.closeable import Closeable
 from headwater.config import AdminConfig
-from headwater.types import Offset, TimestampMs
 
 
-class AdminClient:
-    """Creates, describes, grows and deletes topics, and reads partition offsets.
+class AdminClient(Closeable):
+    """Creates, describes, alters, grows and deletes topics, and reads partition offsets.
 
     Every method is one request to the first of ``bootstrap.servers``; errors are the typed
     errors of ``headwater.errors`` (``TopicAlreadyExistsError``, ``TopicNotFoundError``,
@@ -53,6 +57,16 @@ class AdminClient:
     def describe_topic(self, name: str) -> TopicDescription:
         return self._client.describe_topic(name)
 
+    def alter_topic_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+    ) -> TopicDescription:
+        """Set and delete config overrides of ``name`` in one change (Kafka's incremental alter):
+        a deleted key returns to its default; nothing changes unless the result is valid."""
+        return self._client.alter_configs(name, set_configs, delete)
+
     def create_partitions(self, name: str, count: int) -> TopicDescription:
         """Grow ``name`` to ``count`` partitions in total (never shrinks)."""
         return self._client.create_partitions(name, count)
@@ -61,22 +75,9 @@ class AdminClient:
         """The partition's beginning (log start) and end (next to be written) offsets."""
         return self._client.offsets(topic, partition)
 
-    def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
-    ) -> tuple[Offset | None, TimestampMs | None]:
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
         """The earliest offset with a timestamp >= ``timestamp`` and its timestamp, or Nones."""
         return self._client.offset_for_timestamp(topic, partition, timestamp)
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -1,15 +1,15 @@
 """The Consumer: reads assigned partitions by offset, fetching raw batches and decoding them.
 
 A consumer keeps, per assigned partition, the offset of the next record ``poll()`` returns (its
-*position*). Positions start from ``seek()``, else from ``_initial_position()`` (consumer groups
-plug committed offsets in there), else from ``auto.offset.reset``. Fetches are stateless on the
-broker side: any broker can serve any offset, so no session or instance affinity is needed.
+*position*). Positions start from ``seek()``, else from the group's committed offset (after
+``subscribe()``), else from ``auto.offset.reset``. Fetches are stateless on the broker side: any
+broker can serve any offset, so no session or instance affinity is needed.
 
-Extension points for consumer groups (``group.id``/``subscribe``/commits, added with the
-coordinator): ``_initial_position`` (committed offset lookup), ``_on_assignment_changed``
-(called after ``assign``), and ``poll`` calls ``_before_poll`` first (heartbeats, auto-commit).
-The fetch/position logic (``_fetch_partition``, ``_reset_position``, ``_take_buffered``) is
-separate from those and should not need to change.
+Consumer groups (``headwater.groups.consumer_group.ConsumerGroup``, created by ``subscribe()``)
+plug in at three points: ``_initial_position`` (the committed offset), ``_before_poll``
+(applying assignment changes, auto-commit) and ``commit()``. The group sees this class only
+through its ``PartitionOwner`` protocol. The fetch/position logic (``_fetch_partition``,
+``_reset_position``, ``_take_buffered``) is separate from those and should not need to change.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from types import TracebackType
 
 import httpx
 
-from headwater.client.broker import BrokerClient
+from headwater.client.bootstrap import BootstrapServers
+from headwater.closeable import Closeable
 from headwater.config import ConsumerConfig
 from headwater.errors import OffsetOutOfRangeError
 from headwater.groups.consumer_group import ConsumerGroup, RebalanceCallback
@@ -86,7 +86,7 @@ def _record_factory(topic: str, partition: PartitionId) -> RecordFactory[Consume
     return make
 
 
-class Consumer:
+class Consumer(Closeable):
     """Reads records from assigned partitions, in offset order per partition.
 
     Contract:
@@ -111,16 +111,12 @@ class Consumer:
     ) -> None:
         self.config = ConsumerConfig.from_dict(config or {})
         cfg = self.config
-        self._clients = [
-            BrokerClient(
-                url,
-                timeout=cfg.request_timeout_ms / 1000,
-                transport=transport,
-                client_id=cfg.client_id,
-            )
-            for url in cfg.bootstrap_servers
-        ]
-        self._client_index = 0
+        self._servers = BootstrapServers(
+            cfg.bootstrap_servers,
+            timeout=cfg.request_timeout_ms / 1000,
+            transport=transport,
+            client_id=cfg.client_id,
+        )
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, Offset | None] = {}
         self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
@@ -137,7 +133,6 @@ class Consumer:
         self._positions = {tp: self._positions.get(tp) for tp in new}
         self._buffered = {tp: self._buffered.get(tp, deque()) for tp in new}
         self._assignment = new
-        self._on_assignment_changed()
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
@@ -152,11 +147,11 @@ class Consumer:
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for tp in self._assignment if partitions is None else partitions:
-            self.seek(tp, self._client().offsets(tp.topic, tp.partition).beginning_offset)
+            self.seek(tp, self._servers.current.offsets(tp.topic, tp.partition).beginning_offset)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for tp in self._assignment if partitions is None else partitions:
-            self.seek(tp, self._client().offsets(tp.topic, tp.partition).end_offset)
+            self.seek(tp, self._servers.current.offsets(tp.topic, tp.partition).end_offset)
 
     def position(self, tp: TopicPartition) -> Offset:
         """The offset of the next record ``poll()`` returns for ``tp``."""
@@ -188,11 +183,8 @@ class Consumer:
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise OffsetOutOfRangeError(f"no valid position for {tp} and auto.offset.reset is none")
-        offsets = self._client().offsets(tp.topic, tp.partition)
+        offsets = self._servers.current.offsets(tp.topic, tp.partition)
         return offsets.beginning_offset if policy == "earliest" else offsets.end_offset
-
-    def _on_assignment_changed(self) -> None:
-        """Hook after ``assign()``; groups use it to fetch committed offsets or revoke."""
 
     def _before_poll(self) -> None:
         """Hook at the start of every ``poll()``; groups heartbeat and auto-commit here."""
@@ -255,7 +247,7 @@ class Consumer:
         """Fetch and decode ``tp``'s records from its position; advance the position past them."""
         position = self._fetch_position(tp)
         try:
-            fetched = self._client().fetch_batches(
+            fetched = self._servers.current.fetch_batches(
                 tp.topic,
                 tp.partition,
                 position,
@@ -270,8 +262,8 @@ class Consumer:
             self._positions[tp] = reset
             return []
         except httpx.TransportError as exc:
-            log.warning("fetch %s from %s failed: %s", tp, self._client().base_url, exc)
-            self._client_index += 1
+            log.warning("fetch %s from %s failed: %s", tp, self._servers.current.base_url, exc)
+            self._servers.rotate()
             # Back off so a poll() waiting for data does not spin on a broker that is down.
             time.sleep(self.config.retry_backoff_ms / 1000)
             return []
@@ -294,9 +286,6 @@ class Consumer:
             records.extend(decoded)
         self._positions[tp] = Offset(next_position)
         return records
-
-    def _client(self) -> BrokerClient:
-        return self._clients[self._client_index % len(self._clients)]
 
     # -- consumer groups (headwater.groups; needs group.id and a coordinator) -----------------
 
@@ -338,8 +327,9 @@ class Consumer:
             raise RuntimeError("committed() needs group.id and subscribe()")
         return self._group.client.committed(self._group.group_id)
 
-    def _committable_positions(self) -> dict[TopicPartition, Offset]:
-        """Positions of assigned partitions that have one (what a default commit stores)."""
+    def committable_positions(self) -> dict[TopicPartition, Offset]:
+        """The position of each assigned partition that has one: what ``commit()`` stores by
+        default (the next offset ``poll()`` returns, buffered records included)."""
         out: dict[TopicPartition, Offset] = {}
         for tp in self._assignment:
             buffered = self._buffered.get(tp)
@@ -356,16 +346,4 @@ class Consumer:
         self._closed = True
         if self._group is not None:
             self._group.close()
-        for client in self._clients:
-            client.close()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        self._servers.close()

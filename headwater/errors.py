@@ -31,7 +31,6 @@ class HeadwaterError(Exception):
     error_code: ClassVar[int] = 50001
     http_status: ClassVar[int] = 500
     kafka_code: ClassVar[int | None] = None
-    family: ClassVar[str] = "common"
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message()
@@ -59,12 +58,8 @@ class ErrorFamily:
     def register(self, cls: type[HeadwaterError]) -> type[HeadwaterError]:
         if cls.error_code in self._by_code:
             raise ValueError(f"{self.name}: error code {cls.error_code} registered twice")
-        cls.family = self.name
         self._by_code[cls.error_code] = cls
         return cls
-
-    def codes(self) -> dict[int, type[HeadwaterError]]:
-        return dict(self._by_code)
 
     def for_code(self, code: int) -> type[HeadwaterError]:
         if code in self._by_code:
@@ -305,6 +300,16 @@ class InvalidRecordError(BrokerError):
     error_code = 42205
     http_status = 422
     kafka_code = 87  # INVALID_RECORD
+
+
+@BROKER.register
+class EmbeddedFormatError(BrokerError):
+    """A stored record cannot be shown in the requested embedded format (not JSON, for json)."""
+
+    # 406 as REST Proxy's 40601 for a format that does not match the data: another Accept
+    # (the binary format) answers the same request.
+    error_code = 40602
+    http_status = 406
 
 
 @BROKER.register

@@ -7,6 +7,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from headwater import __version__
+from headwater_cli.endpoints import SERVICES
+
 # Each module defines ``register(subparsers)`` adding its sub-commands; each sub-command's parser
 # sets ``func`` (taking the parsed namespace, returning an exit code).
 COMMANDS = (
@@ -21,11 +24,24 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    variables = "\n".join(
+        f"  {s.variable:<24} {s.name} URL{'(s)' if s.several else ''} (default {s.default_url})"
+        for s in SERVICES
+    )
     parser = argparse.ArgumentParser(
         prog="headwater",
         description="Headwater: a Kafka-style streaming platform over HTTP.",
+        epilog=f"environment (docs/settings.md):\n{variables}\n"
+        "`headwater up --port-offset N` prints the values that reach it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"headwater {__version__}")
+    subparsers = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        required=True,
+        help="what to do (headwater COMMAND --help for its options)",
+    )
     for name in COMMANDS:
         importlib.import_module(name).register(subparsers)
     return parser

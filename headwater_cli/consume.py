@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from typing import Any
@@ -14,17 +15,38 @@ from headwater.consumer import Consumer, ConsumerRecord
 from headwater.errors import HeadwaterError
 from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
+from headwater_cli.endpoints import BROKERS, COORDINATOR, identify, misdirected
 from headwater_cli.groups import add_coordinator_argument
 from headwater_cli.produce import PROGRESS_INTERVAL
-from headwater_cli.topics import add_bootstrap_argument, run_reporting_errors
+from headwater_cli.reporting import run_reporting_errors
+from headwater_cli.topics import add_bootstrap_argument
 
 
-def make_consumer(args: argparse.Namespace) -> Consumer:
-    """The consumer for ``args``: assigned partitions, starting where the flags say.
+def topic_partitions(args: argparse.Namespace) -> list[int]:
+    """The topic's partitions; a missing topic fails here, before any group is joined."""
+    with AdminClient({"bootstrap.servers": args.bootstrap_server}) as admin:
+        return [p.partition for p in admin.describe_topic(args.topic).partitions]
 
-    Hook for consumer groups: a ``--group`` option builds a group consumer here (``group.id``
-    in the config, ``subscribe([topic])`` instead of ``assign``) and skips the explicit seeks.
+
+def require_coordinator(urls: str) -> None:
+    """Fail with one line unless a coordinator answers at one of ``urls``.
+
+    Without it the group member would retry its heartbeats until ``--timeout`` and exit 0.
     """
+    answers = [identify(url) for url in urls.split(",") if url.strip()]
+    if any(a is not None and a.service == COORDINATOR.name for a in answers):
+        return
+    reason = misdirected(COORDINATOR, urls)
+    if reason is None:
+        reason = (
+            f"cannot reach the coordinator at {urls}; is it running? "
+            f"(give {COORDINATOR.flag} or set ${COORDINATOR.variable})"
+        )
+    raise ValueError(reason)
+
+
+def make_consumer(args: argparse.Namespace, partitions: list[int]) -> Consumer:
+    """The consumer for ``args``: a group member, or the given partitions from the flags' start."""
     config: dict[str, object] = {
         "bootstrap.servers": args.bootstrap_server,
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
@@ -33,8 +55,6 @@ def make_consumer(args: argparse.Namespace) -> Consumer:
     if args.group:
         # Group mode: the coordinator assigns partitions; each printed batch is committed
         # right after it is written (at least once: a crash re-prints, never skips).
-        if args.partition is not None or args.offset is not None:
-            raise ValueError("--group cannot be combined with --partition or --offset")
         config |= {"group.id": args.group, "coordinator.url": args.coordinator}
         config["enable.auto.commit"] = False
         consumer = Consumer(config)
@@ -42,9 +62,6 @@ def make_consumer(args: argparse.Namespace) -> Consumer:
         return consumer
     if args.partition is not None:
         partitions = [args.partition]
-    else:
-        with AdminClient({"bootstrap.servers": args.bootstrap_server}) as admin:
-            partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
     consumer = Consumer(config)
     assignment = [TopicPartition(args.topic, PartitionId(p)) for p in partitions]
     consumer.assign(assignment)
@@ -74,48 +91,71 @@ def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # stop as Ctrl-C does: leave the group, print the count
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
     def body() -> int:
+        if args.group and (args.partition is not None or args.offset is not None):
+            raise ValueError("--group cannot be combined with --partition or --offset")
+        partitions = topic_partitions(args)
+        if args.group:
+            require_coordinator(args.coordinator)
         out = sys.stdout.buffer
-        count = 0
+        count = reported = 0
         started = last_report = time.monotonic()
         idle_deadline = None if args.timeout is None else started + args.timeout
-        with make_consumer(args) as consumer:
-            while args.max_messages is None or count < args.max_messages:
-                wait = 1.0
-                if idle_deadline is not None:
-                    wait = idle_deadline - time.monotonic()
-                    if wait <= 0:
-                        break
-                records = consumer.poll(min(wait, 1.0))
-                if args.max_messages is not None:
-                    records = records[: args.max_messages - count]
-                for record in records:
-                    out.write(_format(record, args))
-                if records:
-                    out.flush()
-                    if args.group:
-                        commit_after_output(consumer)
-                    count += len(records)
+        try:
+            with make_consumer(args, partitions) as consumer:
+                while args.max_messages is None or count < args.max_messages:
+                    wait = 1.0
+                    if idle_deadline is not None:
+                        wait = idle_deadline - time.monotonic()
+                        if wait <= 0:
+                            break
+                    records = consumer.poll(min(wait, 1.0))
+                    if args.max_messages is not None:
+                        records = records[: args.max_messages - count]
+                    for record in records:
+                        out.write(_format(record, args))
                     now = time.monotonic()
-                    if args.timeout is not None:
-                        idle_deadline = now + args.timeout
-                    if now - last_report >= PROGRESS_INTERVAL:
+                    if records:
+                        out.flush()
+                        if args.group:
+                            commit_after_output(consumer)
+                        count += len(records)
+                        if args.timeout is not None:
+                            idle_deadline = now + args.timeout
+                    # Also while idle, so the last line never lags what was printed.
+                    if count != reported and now - last_report >= PROGRESS_INTERVAL:
                         # Progress goes to stderr so stdout stays pure records for pipes.
                         rate = count / (now - started)
                         print(f"... {count} records ({rate:,.0f}/s)", file=sys.stderr)
-                        last_report = now
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+                        last_report, reported = now, count
+        finally:
+            # On Ctrl-C and SIGTERM too, as Kafka's console consumer does.
+            print(f"Processed a total of {count} messages", file=sys.stderr)
         return 0
 
+    targets = [(BROKERS, args.bootstrap_server)]
+    if args.group:
+        targets.append((COORDINATOR, args.coordinator))
     try:
-        return run_reporting_errors("consume", body)
+        return run_reporting_errors("consume", body, *targets)
     except KeyboardInterrupt:
-        return 0
+        return 0  # the way to stop a consumer; the count is printed
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("consume", help="print a topic's records to stdout")
-    parser.add_argument("topic")
+    parser = subparsers.add_parser(
+        "consume",
+        help="print a topic's records to stdout",
+        description="Print a topic's records to stdout, one per line, until --max-messages, "
+        "--timeout, Ctrl-C or SIGTERM; then print the count on stderr (and leave the group). "
+        "Exits 1 with one line on stderr when the topic, a broker or the coordinator is missing.",
+    )
+    parser.add_argument("topic", help="topic to read")
     parser.add_argument(
         "--from-beginning", action="store_true", help="start at the log start, not the end"
     )

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import os
+from collections.abc import Callable
 from typing import Any
 
-from headwater.groups.client import DEFAULT_COORDINATOR, CoordinatorClient
-from headwater_cli.topics import run_reporting_errors
+from headwater.groups.client import CoordinatorClient
+from headwater_cli.endpoints import COORDINATOR
+from headwater_cli.reporting import run_reporting_errors
 
 
 def add_coordinator_argument(parser: argparse.ArgumentParser) -> None:
     """``--coordinator``, shared by every command that talks to the coordinator."""
-    parser.add_argument(
-        "--coordinator",
-        default=os.environ.get("HEADWATER_COORDINATOR", DEFAULT_COORDINATOR),
-        help="coordinator URL(s), comma-separated (default: $HEADWATER_COORDINATOR or %(default)s)",
-    )
+    COORDINATOR.add_argument(parser)
+
+
+def report(command: str, body: Callable[[], int], args: argparse.Namespace) -> int:
+    """``run_reporting_errors`` for a command that talks to the coordinator of ``args``."""
+    return run_reporting_errors(command, body, (COORDINATOR, args.coordinator))
 
 
 def _partitions(entries: list[dict[str, Any]]) -> str:
@@ -32,7 +34,7 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"{g['group_id']:<32} {g['state']:<12} {g['epoch']:>6} {g['members']:>8}")
         return 0
 
-    return run_reporting_errors("groups list", body)
+    return report("groups list", body, args)
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -50,7 +52,7 @@ def run_describe(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return run_reporting_errors("groups describe", body)
+    return report("groups describe", body, args)
 
 
 def run_lag(args: argparse.Namespace) -> int:
@@ -67,7 +69,7 @@ def run_lag(args: argparse.Namespace) -> int:
         print(f"Total lag: {lag['total_lag']}")
         return 0
 
-    return run_reporting_errors("groups lag", body)
+    return report("groups lag", body, args)
 
 
 def run_reset(args: argparse.Namespace) -> int:
@@ -94,7 +96,7 @@ def run_reset(args: argparse.Namespace) -> int:
             print(f"{o['topic']}\t{o['partition']}\t{o['offset']}")
         return 0
 
-    return run_reporting_errors("groups reset", body)
+    return report("groups reset", body, args)
 
 
 def run_delete(args: argparse.Namespace) -> int:
@@ -104,12 +106,14 @@ def run_delete(args: argparse.Namespace) -> int:
         print(f"Deleted group {args.group}.")
         return 0
 
-    return run_reporting_errors("groups delete", body)
+    return report("groups delete", body, args)
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("groups", help="list, inspect, reset and delete consumer groups")
-    commands = parser.add_subparsers(dest="groups_command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="groups_command", metavar="COMMAND", required=True, help="what to do"
+    )
 
     p = commands.add_parser("list", help="every group with its state and member count")
     add_coordinator_argument(p)
@@ -121,13 +125,18 @@ def register(subparsers: Any) -> None:
         ("delete", run_delete, "delete a group without members and its offsets"),
     ):
         p = commands.add_parser(name, help=text)
-        p.add_argument("group")
+        p.add_argument("group", help="group id")
         add_coordinator_argument(p)
         p.set_defaults(func=func)
 
     p = commands.add_parser("reset", help="reset committed offsets (the group must be empty)")
-    p.add_argument("group")
-    p.add_argument("--to", required=True, choices=("earliest", "latest", "timestamp", "explicit"))
+    p.add_argument("group", help="group id")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=("earliest", "latest", "timestamp", "explicit"),
+        help="log start, log end, the first offset at --timestamp, or each --offset",
+    )
     p.add_argument("--topic", action="append", help="topic to reset (repeatable)")
     p.add_argument("--timestamp", type=int, help="epoch milliseconds, with --to timestamp")
     p.add_argument(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from headwater.producer import Producer, RecordMetadata
-from headwater_cli.topics import add_bootstrap_argument, run_reporting_errors
+from headwater_cli.topics import add_bootstrap_argument, report
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress lines on stderr
 
@@ -88,14 +88,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"headwater produce: {count} record(s) failed: {message}", file=sys.stderr)
         return 1 if tally.errors else 0
 
-    return run_reporting_errors("produce", body)
+    return report("produce", body, args)
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "produce", help="send lines from stdin or a file to a topic, one record per line"
     )
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="topic to send the records to")
     parser.add_argument("--file", type=Path, help="read lines from this file instead of stdin")
     parser.add_argument(
         "--key-separator",
@@ -109,7 +109,13 @@ def register(subparsers: Any) -> None:
         choices=["none", "gzip", "snappy", "lz4", "zstd"],
         help="batch compression (default none)",
     )
-    parser.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+    parser.add_argument(
+        "--acks",
+        default="all",
+        choices=["0", "1", "all", "-1"],
+        help="when the broker answers: 0 never, 1 once written, all (= -1) once in sync; "
+        "idempotence needs all (default all)",
+    )
     parser.add_argument("--linger-ms", type=int, default=5, help="batching delay (default 5)")
     add_bootstrap_argument(parser)
     parser.set_defaults(func=run)

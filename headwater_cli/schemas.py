@@ -10,7 +10,7 @@ is subject ``orders-value`` (or give ``--subject`` for a single file).
 from __future__ import annotations
 
 import argparse
-import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,8 +25,7 @@ from headwater.registry.client import SchemaRegistryClient
 from headwater.registry.compatibility import Finding, Level, check
 from headwater.registry.errors import InvalidSchemaError, RegistryError
 from headwater.registry.schema import ParsedSchema, normalize, parse
-
-DEFAULT_REGISTRY = "http://127.0.0.1:8081"
+from headwater_cli.endpoints import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,53 @@ def _check_registry(item: SchemaFile, registry: SchemaRegistryClient) -> list[st
     head = f"{item.subject} ({item.path}) against the registry at {level}"
     if ok:
         return [f"OK   {head}"]
-    return [f"FAIL {head}", *(f"  - {m}" for m in messages)]
+    return [f"FAIL {head}", *(f"  - {line}" for line in readable(messages))]
+
+
+# Confluent's verbose compatibility messages (Headwater's registry writes the same shape):
+#   {errorType:'KIND', description:'...', additionalInfo:'...'[, oldSchemaVersion: N]}
+# then, from Confluent's own registry, {oldSchemaVersion: N}, {oldSchema: '...'} and
+# {validateFields: '...', compatibility: '...'} as separate messages.
+_FINDING = re.compile(
+    r"\{errorType:'(?P<kind>\w+)', description:'(?P<text>.*)', additionalInfo:'.*?'"
+    r"(?:, oldSchemaVersion: (?P<version>\d+))?\}",
+    re.DOTALL,
+)
+_OLD_VERSION = re.compile(r"\{oldSchemaVersion: (?P<version>\d+)\}")
+_CONTEXT = re.compile(r"\{(oldSchema|validateFields|compatibility):")
+
+
+def readable(messages: list[str]) -> list[str]:
+    """A registry's verbose messages as ``schemas diff`` prints findings:
+    ``KIND at /json/pointer: sentence (version N)``; other messages are kept as they are."""
+    lines: list[str] = []
+    pending: list[tuple[str, str]] = []  # findings waiting for their {oldSchemaVersion: N}
+
+    def flush(version: str | None) -> None:
+        suffix = f" (version {version})" if version else ""
+        lines.extend(f"{head}: {text}{suffix}" for head, text in pending)
+        pending.clear()
+
+    for message in messages:
+        finding = _FINDING.fullmatch(message.strip())
+        old = _OLD_VERSION.fullmatch(message.strip())
+        if finding is not None:
+            text = finding["text"].replace("\\'", "'")
+            where = re.search(r"at path '([^']*)'", text)
+            head = finding["kind"] + (f" at {where[1]}" if where else "")
+            if finding["version"]:  # Headwater's shape: the version is in the message itself
+                flush(None)
+                pending.append((head, text))
+                flush(finding["version"])
+            else:
+                pending.append((head, text))
+        elif old is not None:
+            flush(old["version"])
+        elif not _CONTEXT.match(message.strip()):
+            flush(None)
+            lines.append(message)
+    flush(None)
+    return lines
 
 
 def _check_git(item: SchemaFile, rev: str, level: Level) -> list[str]:
@@ -249,13 +294,12 @@ def _registry(args: argparse.Namespace) -> SchemaRegistryClient:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("schemas", help="register, fetch, check and diff Avro schemas")
-    commands = parser.add_subparsers(dest="schemas_command", metavar="ACTION", required=True)
-    registry_url = os.environ.get("HEADWATER_REGISTRY_URL", DEFAULT_REGISTRY)
+    commands = parser.add_subparsers(
+        dest="schemas_command", metavar="ACTION", required=True, help="what to do"
+    )
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--registry", default=registry_url, help=f"registry URL (default {registry_url})"
-        )
+        REGISTRY.add_argument(p)
 
     p = commands.add_parser("register", help="register .avsc files (subject = file name)")
     p.add_argument("paths", nargs="+", help=".avsc files or directories of them")

@@ -1,42 +1,24 @@
-"""``headwater topics create|list|describe|delete``: topic administration from the command line."""
+"""``headwater topics create|list|describe|alter|delete``: topic administration."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from headwater.admin import AdminClient
-from headwater.errors import HeadwaterError
-
-DEFAULT_BROKERS = "http://127.0.0.1:8082"
+from headwater_cli.endpoints import BROKERS
+from headwater_cli.reporting import run_reporting_errors
 
 
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     """``--bootstrap-server``, shared by every command that talks to brokers."""
-    parser.add_argument(
-        "--bootstrap-server",
-        default=os.environ.get("HEADWATER_BROKERS", DEFAULT_BROKERS),
-        help="broker URL(s), comma-separated (default: $HEADWATER_BROKERS or %(default)s)",
-    )
+    BROKERS.add_argument(parser)
 
 
-def run_reporting_errors(command: str, body: Callable[[], int]) -> int:
-    """Run ``body``; typed errors and unreachable brokers become one line on stderr, exit 1."""
-    try:
-        return body()
-    except HeadwaterError as exc:
-        print(f"headwater {command}: {exc.message} (error {exc.error_code})", file=sys.stderr)
-    except httpx.TransportError as exc:
-        target = exc.request.url if exc.request else "the broker"
-        print(f"headwater {command}: cannot reach {target}: {exc}", file=sys.stderr)
-    except ValueError as exc:
-        print(f"headwater {command}: {exc}", file=sys.stderr)
-    return 1
+def report(command: str, body: Callable[[], int], args: argparse.Namespace) -> int:
+    """``run_reporting_errors`` for a command that talks to the brokers of ``args``."""
+    return run_reporting_errors(command, body, (BROKERS, args.bootstrap_server))
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
@@ -53,6 +35,12 @@ def _parse_configs(items: list[str]) -> dict[str, str]:
     return configs
 
 
+def _print_configs(configs: dict[str, str]) -> None:
+    print("Configs:")
+    for name, value in sorted(configs.items()):
+        print(f"  {name}={value}")
+
+
 def run_create(args: argparse.Namespace) -> int:
     def body() -> int:
         with _admin(args) as admin:
@@ -62,7 +50,7 @@ def run_create(args: argparse.Namespace) -> int:
         print(f"Created topic {topic.name} with {len(topic.partitions)} partition(s).")
         return 0
 
-    return run_reporting_errors("topics create", body)
+    return report("topics create", body, args)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -72,7 +60,7 @@ def run_list(args: argparse.Namespace) -> int:
                 print(name)
         return 0
 
-    return run_reporting_errors("topics list", body)
+    return report("topics list", body, args)
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -87,12 +75,47 @@ def run_describe(args: argparse.Namespace) -> int:
         widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(str(v).rjust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-        print("Configs:")
-        for name, value in sorted(topic.configs.items()):
-            print(f"  {name}={value}")
+        _print_configs(topic.configs)
         return 0
 
-    return run_reporting_errors("topics describe", body)
+    return report("topics describe", body, args)
+
+
+def run_alter(args: argparse.Namespace) -> int:
+    def body() -> int:
+        configs = _parse_configs(args.config)
+        if not (configs or args.delete_config or args.partitions is not None):
+            raise ValueError("nothing to alter: give --partitions, --config or --delete-config")
+        changed: list[str] = []
+
+        def changes(lines: list[str]) -> None:
+            # Printed as each step lands, so a refused later step still shows what was done.
+            if lines and not changed:
+                print(f"Altered topic {args.topic}:")
+            for line in lines:
+                print(f"  {line}")
+            changed.extend(lines)
+
+        with _admin(args) as admin:
+            before = admin.describe_topic(args.topic)
+            # Configs first: a refused value (42202) leaves the whole topic as it was.
+            if configs or args.delete_config:
+                after = admin.alter_topic_configs(args.topic, configs, args.delete_config)
+                changes(
+                    [
+                        f"{name}={value} (was {before.configs.get(name)})"
+                        for name, value in sorted(after.configs.items())
+                        if before.configs.get(name) != value
+                    ]
+                )
+            if args.partitions is not None:
+                grown = admin.create_partitions(args.topic, args.partitions)
+                changes([f"partitions={len(grown.partitions)} (was {len(before.partitions)})"])
+        if not changed:
+            print(f"Topic {args.topic} unchanged.")
+        return 0
+
+    return report("topics alter", body, args)
 
 
 def run_delete(args: argparse.Namespace) -> int:
@@ -102,15 +125,17 @@ def run_delete(args: argparse.Namespace) -> int:
         print(f"Deleted topic {args.topic}.")
         return 0
 
-    return run_reporting_errors("topics delete", body)
+    return report("topics delete", body, args)
 
 
 def register(subparsers: Any) -> None:
-    topics = subparsers.add_parser("topics", help="create, list, describe and delete topics")
-    commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    topics = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
+    commands = topics.add_subparsers(
+        dest="topics_command", metavar="ACTION", required=True, help="what to do"
+    )
 
     create = commands.add_parser("create", help="create a topic")
-    create.add_argument("topic")
+    create.add_argument("topic", help="name of the topic to create")
     create.add_argument("--partitions", type=int, help="partition count (broker default: 1)")
     create.add_argument("--replication-factor", type=int, help="replicas per partition")
     create.add_argument(
@@ -126,12 +151,39 @@ def register(subparsers: Any) -> None:
     listing.set_defaults(func=run_list)
 
     describe = commands.add_parser("describe", help="partitions, offsets and configs of a topic")
-    describe.add_argument("topic")
+    describe.add_argument("topic", help="name of the topic to describe")
     describe.set_defaults(func=run_describe)
 
+    alter = commands.add_parser(
+        "alter",
+        help="set or delete configs, add partitions",
+        description="Change a topic in place: set and delete configs in one change (validated "
+        "as at creation; a deleted config returns to its default), and grow the partition "
+        "count. Prints each value that changed.",
+    )
+    alter.add_argument("topic", help="name of the topic to alter")
+    alter.add_argument(
+        "--partitions", type=int, help="new total partition count (grow only, as Kafka)"
+    )
+    alter.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a topic config, such as retention.ms=3600000 (repeatable)",
+    )
+    alter.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="remove a config override, back to its default (repeatable)",
+    )
+    alter.set_defaults(func=run_alter)
+
     delete = commands.add_parser("delete", help="delete a topic and its data")
-    delete.add_argument("topic")
+    delete.add_argument("topic", help="name of the topic to delete")
     delete.set_defaults(func=run_delete)
 
-    for parser in (create, listing, describe, delete):
+    for parser in (create, listing, describe, alter, delete):
         add_bootstrap_argument(parser)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from headwater.client.bootstrap import BootstrapServers
 from headwater.client.broker import (
     BatchAck,
     BrokerClient,
@@ -9,17 +10,22 @@ from headwater.client.broker import (
     PartitionDescription,
     PartitionOffsets,
     ProducedOffset,
+    ProducerIdentity,
     Replica,
+    TimestampOffset,
     TopicDescription,
 )
 
 __all__ = [
     "BatchAck",
+    "BootstrapServers",
     "BrokerClient",
     "FetchedBatches",
     "PartitionDescription",
     "PartitionOffsets",
     "ProducedOffset",
+    "ProducerIdentity",
     "Replica",
+    "TimestampOffset",
     "TopicDescription",
 ]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
 import orjson
 
+from headwater.closeable import Closeable
 from headwater.errors import BROKER, HeadwaterError
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 
@@ -110,12 +110,27 @@ class FetchedBatches:
     next_offset: Offset
 
 
+class ProducerIdentity(NamedTuple):
+    """An idempotent producer's id and epoch, as ``POST /producers`` hands them out."""
+
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+
+
+class TimestampOffset(NamedTuple):
+    """The earliest offset at or after a timestamp and that record's timestamp (None, None past
+    the last record)."""
+
+    offset: Offset | None
+    timestamp: TimestampMs | None
+
+
 def _acks_param(acks: int | str) -> str:
     text = str(acks).lower()
     return "all" if text in ("all", "-1") else text
 
 
-class BrokerClient:
+class BrokerClient(Closeable):
     """One broker's HTTP API as typed methods.
 
     ``base_url`` is the broker's URL (``http://127.0.0.1:8082``). ``timeout`` (seconds) applies to
@@ -188,17 +203,6 @@ class BrokerClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> BrokerClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- health -------------------------------------------------------------------------------
 
     def healthy(self) -> bool:
@@ -236,6 +240,17 @@ class BrokerClient:
     def delete_topic(self, topic: str) -> None:
         self._request("DELETE", self._topic_path(topic))
 
+    def alter_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+    ) -> TopicDescription:
+        """Set and delete config overrides of ``topic`` in one change."""
+        body = {"set": {k: str(v) for k, v in (set_configs or {}).items()}, "delete": list(delete)}
+        path = f"{self._topic_path(topic)}/configs"
+        return TopicDescription.from_json(self._request("PATCH", path, json=body).json())
+
     def create_partitions(self, topic: str, count: int) -> TopicDescription:
         """Grow ``topic`` to ``count`` partitions in total."""
         path = f"{self._topic_path(topic)}/partitions"
@@ -255,14 +270,12 @@ class BrokerClient:
         body = self._request("GET", path).json()
         return PartitionOffsets(Offset(body["beginning_offset"]), Offset(body["end_offset"]))
 
-    def offset_for_timestamp(
-        self, topic: str, partition: int, timestamp: int
-    ) -> tuple[Offset | None, TimestampMs | None]:
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
         """The earliest offset whose timestamp is >= ``timestamp`` and that record's timestamp."""
         path = f"{self._topic_path(topic)}/partitions/{partition}/offsets/lookup"
         body = self._request("GET", path, params={"timestamp": timestamp}).json()
         offset, ts = body.get("offset"), body.get("timestamp")
-        return (
+        return TimestampOffset(
             None if offset is None else Offset(offset),
             None if ts is None else TimestampMs(ts),
         )
@@ -327,13 +340,15 @@ class BrokerClient:
 
     def init_producer(
         self, producer_id: int | None = None, producer_epoch: int | None = None
-    ) -> tuple[ProducerId, ProducerEpoch]:
+    ) -> ProducerIdentity:
         """A new idempotent producer id, or a bumped epoch for an existing one (fencing it)."""
         body: dict[str, int] = {}
         if producer_id is not None:
             body = {"producer_id": producer_id, "producer_epoch": producer_epoch or 0}
         answer = self._request("POST", "/producers", json=body).json()
-        return ProducerId(answer["producer_id"]), ProducerEpoch(answer["producer_epoch"])
+        return ProducerIdentity(
+            ProducerId(answer["producer_id"]), ProducerEpoch(answer["producer_epoch"])
+        )
 
     # -- fetch --------------------------------------------------------------------------------
 

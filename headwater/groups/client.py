@@ -12,14 +12,14 @@ import itertools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import orjson
 
-from headwater.groups.errors import COORDINATOR
+from headwater.closeable import Closeable
+from headwater.groups.errors import COORDINATOR, GroupNotFoundError
 from headwater.topic_partition import TopicPartition
 from headwater.types import MemberEpoch, Offset, PartitionId
 
@@ -47,7 +47,7 @@ class HeartbeatAnswer:
     assignment: frozenset[TopicPartition]
 
 
-class CoordinatorClient:
+class CoordinatorClient(Closeable):
     """The coordinator's routes as typed methods."""
 
     def __init__(
@@ -68,17 +68,6 @@ class CoordinatorClient:
 
     def close(self) -> None:
         self._http.close()
-
-    def __enter__(self) -> CoordinatorClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         with self._lock:
@@ -170,8 +159,6 @@ class CoordinatorClient:
 
     def committed(self, group_id: str) -> dict[TopicPartition, Offset]:
         """Committed offsets of the group ({} when the group does not exist)."""
-        from headwater.groups.errors import GroupNotFoundError
-
         try:
             body = self._request("GET", self._group(group_id) + "/offsets")
         except GroupNotFoundError:

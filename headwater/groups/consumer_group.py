@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
 
@@ -27,9 +27,6 @@ from headwater.groups.membership import RETRY_BACKOFF_S, GroupMembership
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset
 
-if TYPE_CHECKING:
-    from headwater.consumer import Consumer
-
 log = logging.getLogger("headwater.groups")
 
 RebalanceCallback = Callable[[set[TopicPartition]], None]
@@ -37,10 +34,28 @@ RebalanceCallback = Callable[[set[TopicPartition]], None]
 FIRST_ASSIGNMENT_WAIT_S = 2.0
 
 
+class PartitionOwner(Protocol):
+    """The consumer as its group sees it: what it reads, taking a new assignment, and where it
+    stands in each partition. ``headwater.Consumer`` is one; the group knows nothing else of it.
+    """
+
+    def assignment(self) -> list[TopicPartition]:
+        """The partitions read now."""
+        ...
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly ``partitions`` from now on."""
+        ...
+
+    def committable_positions(self) -> dict[TopicPartition, Offset]:
+        """The next offset to read of each assigned partition that has one: a default commit."""
+        ...
+
+
 class ConsumerGroup:
     """One consumer's view of its group (``group.id``); created by ``Consumer.subscribe``."""
 
-    def __init__(self, consumer: Consumer, config: ConsumerConfig) -> None:
+    def __init__(self, consumer: PartitionOwner, config: ConsumerConfig) -> None:
         if not config.group_id:
             raise ValueError("subscribe() needs group.id")
         self.consumer = consumer
@@ -107,7 +122,7 @@ class ConsumerGroup:
                     self._commit_quietly(
                         {
                             tp: o
-                            for tp, o in self.consumer._committable_positions().items()
+                            for tp, o in self.consumer.committable_positions().items()
                             if tp in revoked
                         }
                     )
@@ -121,7 +136,7 @@ class ConsumerGroup:
             now = time.monotonic()
             if now - self._last_auto_commit >= self.config.auto_commit_interval_ms / 1000:
                 self._last_auto_commit = now
-                self._commit_quietly(self.consumer._committable_positions())
+                self._commit_quietly(self.consumer.committable_positions())
 
     def _callback(
         self, callback: RebalanceCallback | None, partitions: Iterable[TopicPartition]
@@ -152,7 +167,7 @@ class ConsumerGroup:
         """Commit ``offsets`` (default: the positions of every assigned partition)."""
         if self.membership is None:
             raise RuntimeError("commit() needs subscribe() first")
-        chosen = dict(self.consumer._committable_positions() if offsets is None else offsets)
+        chosen = dict(self.consumer.committable_positions() if offsets is None else offsets)
         if not asynchronous:
             self.membership.commit(chosen)
             return None
@@ -173,7 +188,7 @@ class ConsumerGroup:
         if self.membership is not None:
             current = set(self.consumer.assignment())
             if self.config.enable_auto_commit:
-                self._commit_quietly(self.consumer._committable_positions())
+                self._commit_quietly(self.consumer.committable_positions())
             if self._async_commits is not None:
                 self._async_commits.shutdown(wait=True)
             if current:

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import httpx
 
@@ -39,6 +40,13 @@ FENCING_ERRORS = (UnknownMemberError, FencedMemberEpochError)
 # The coordinator (or its Redis, or every broker) does not answer for now: retried.
 TRANSIENT: tuple[type[Exception], ...] = (httpx.TransportError, ServiceUnavailableError, *RETRIABLE)
 RETRY_BACKOFF_S = 0.2
+
+
+class AssignmentState(NamedTuple):
+    """What the coordinator last said this member owns, and how often it was fenced so far."""
+
+    partitions: frozenset[TopicPartition]
+    losses: int
 
 
 class GroupMembership:
@@ -157,10 +165,10 @@ class GroupMembership:
 
     # -- the poll thread's side ---------------------------------------------------------------
 
-    def take_assignment(self) -> tuple[frozenset[TopicPartition], int]:
+    def take_assignment(self) -> AssignmentState:
         """The partitions this member should own now, and how many times it was fenced so far."""
         with self._cond:
-            return self._assignment, self._losses
+            return AssignmentState(self._assignment, self._losses)
 
     def report_owned(self, owned: Iterable[TopicPartition]) -> None:
         """What the consumer owns after applying an assignment; released partitions go at once."""

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from headwater.records.batch import (
+from headwater.records.batch import decode_batches, iter_batches, valid_prefix
+from headwater.records.compression import Compression, compress, decompress
+from headwater.records.crc import crc32c
+from headwater.records.decoder import Record, decode_batch, decode_batch_as
+from headwater.records.encoder import encode_batch, encode_values_batch
+from headwater.records.header import (
     HEADER_SIZE,
     BatchHeader,
-    Record,
     TimestampType,
-    decode_batch,
-    decode_batch_as,
-    decode_batches,
-    encode_batch,
-    encode_values_batch,
-    iter_batches,
     parse_header,
     set_base_offset,
     set_log_append_time,
-    valid_prefix,
 )
-from headwater.records.compression import Compression, compress, decompress
-from headwater.records.crc import crc32c
 from headwater.records.partitioner import StickyPartitioner, murmur2, partition_for_key
 from headwater.records.varint import decode_varint, encode_varint
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from headwater.errors import CorruptRecordError
 
 # Record fields are mostly small (offset deltas, key/value lengths, -1 for null), so encodings of
@@ -39,27 +41,47 @@ def encode_varint(n: int) -> bytes:
     return _encode_unsigned(_zigzag(n))
 
 
-def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+class DecodedVarint(NamedTuple):
+    """A decoded varint and the position just after its bytes."""
+
+    value: int
+    end: int
+
+
+def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> DecodedVarint:
+    """The zig-zag varint at ``buf[pos]`` and the position after it: the one decoder of varints.
+
+    Raises IndexError when ``buf`` ends inside the varint (a caller walking a records section
+    reports that as its own truncation) and CorruptRecordError when it is longer than a varlong
+    (10 bytes). The records decoder reads one- and two-byte varints inline and calls this for
+    longer ones.
+    """
+    b = buf[pos]
+    if b < 0x80:
+        return DecodedVarint((b >> 1) ^ -(b & 1), pos + 1)
+    z = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return DecodedVarint((z >> 1) ^ -(z & 1), pos)
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError(f"varint longer than 10 bytes ending at {pos}")
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> DecodedVarint:
     """Decode the zig-zag varint at ``buf[pos]``; return ``(value, position after it)``.
 
     Raises CorruptRecordError when the buffer ends inside the varint or it is longer than a
     varlong (10 bytes).
     """
     try:
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-        z = b & 0x7F
-        shift = 7
-        pos += 1
-        while True:
-            b = buf[pos]
-            pos += 1
-            z |= (b & 0x7F) << shift
-            if b < 0x80:
-                return (z >> 1) ^ -(z & 1), pos
-            shift += 7
-            if shift > 63:
-                raise CorruptRecordError(f"varint longer than 10 bytes ending at {pos}")
+        return read_varint(buf, pos)
     except IndexError:
-        raise CorruptRecordError(f"buffer ends inside a varint at position {pos}") from None
+        # The position where the bytes ran out: the end of the buffer once the first byte was read.
+        end = pos if not 0 <= pos < len(buf) else len(buf)
+        raise CorruptRecordError(f"buffer ends inside a varint at position {end}") from None

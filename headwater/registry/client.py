@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
 
+from headwater.closeable import Closeable
 from headwater.registry.errors import REGISTRY
 from headwater.registry.schema import SchemaReference
 from headwater.types import SchemaId
@@ -42,7 +42,14 @@ class RegisteredSchema:
         )
 
 
-class SchemaRegistryClient:
+class CompatibilityResult(NamedTuple):
+    """Whether a schema would be accepted, and the registry's reasons when not."""
+
+    is_compatible: bool
+    messages: list[str]
+
+
+class SchemaRegistryClient(Closeable):
     """Talks to a registry at ``url``; errors come back as :mod:`headwater.registry.errors` types.
 
     Contract: what can never change is cached for the life of the client -- a schema by id, and
@@ -68,17 +75,6 @@ class SchemaRegistryClient:
         self._lock = threading.Lock()
         self._by_id: dict[int, RegisteredSchema] = {}
         self._ids: dict[tuple[str, str, bool], SchemaId] = {}
-
-    def __enter__(self) -> SchemaRegistryClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._http.close()
@@ -179,7 +175,7 @@ class SchemaRegistryClient:
         references: Sequence[SchemaReference] = (),
         *,
         version: int | str | None = None,
-    ) -> tuple[bool, list[str]]:
+    ) -> CompatibilityResult:
         """Would ``schema_str`` be accepted? ``version=None`` checks what registration checks."""
         path = f"/compatibility/subjects/{_q(subject)}/versions"
         if version is not None:
@@ -187,7 +183,7 @@ class SchemaRegistryClient:
         body = self._call(
             "POST", path, params={"verbose": True}, json=_schema_body(schema_str, references)
         )
-        return bool(body["is_compatible"]), list(body.get("messages") or [])
+        return CompatibilityResult(bool(body["is_compatible"]), list(body.get("messages") or []))
 
     def get_compatibility(self, subject: str | None = None) -> str:
         """The level that applies to ``subject`` (its own, else the global one)."""

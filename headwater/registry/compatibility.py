@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from headwater.registry.schema import NAMED, PRIMITIVES, ParsedSchema, namespace_of, qualify
 
@@ -154,6 +154,13 @@ _PROMOTIONS = {
 _IN_PROGRESS: list[Incompatibility] = []
 
 
+class _Resolved(NamedTuple):
+    """A schema node with names looked up: its Avro type and its definition."""
+
+    kind: str
+    node: Any
+
+
 class _Checker:
     """One reader/writer comparison; memoizes pairs so recursive types terminate."""
 
@@ -165,42 +172,43 @@ class _Checker:
     def check(self, reader: Any, writer: Any) -> list[Incompatibility]:
         return self._pair(reader, writer, [])
 
-    def _resolve(self, node: Any, named: Mapping[str, Any]) -> tuple[str, Any]:
-        """(Avro type, definition) of a node: names looked up, ``{"type": X}`` unwrapped."""
+    def _resolve(self, node: Any, named: Mapping[str, Any]) -> _Resolved:
+        """The Avro type and definition of a node: names looked up, ``{"type": X}`` unwrapped."""
         while True:
             if isinstance(node, list):
-                return "union", node
+                return _Resolved("union", node)
             if isinstance(node, str):
                 if node in PRIMITIVES:
-                    return node, node
+                    return _Resolved(node, node)
                 node = named[node]
                 continue
             kind = node["type"]
             if isinstance(kind, str) and (
                 kind in PRIMITIVES or kind in NAMED or kind in ("array", "map")
             ):
-                return ("record" if kind == "error" else kind), node
+                return _Resolved("record" if kind == "error" else kind, node)
             node = kind
 
     def _pair(self, reader: Any, writer: Any, location: list[str]) -> list[Incompatibility]:
-        r_type, r = self._resolve(reader, self.reader_named)
-        w_type, w = self._resolve(writer, self.writer_named)
-        if r_type in PRIMITIVES and w_type in PRIMITIVES:
-            return self._compare(r_type, r, w_type, w, location)
-        key = (id(r), id(w))
+        r = self._resolve(reader, self.reader_named)
+        w = self._resolve(writer, self.writer_named)
+        if r.kind in PRIMITIVES and w.kind in PRIMITIVES:
+            return self._compare(r, w, location)
+        key = (id(r.node), id(w.node))
         found = self.memo.get(key)
         if found is _IN_PROGRESS:
             return []
         if found is not None:
             return found
         self.memo[key] = _IN_PROGRESS
-        result = self._compare(r_type, r, w_type, w, location)
+        result = self._compare(r, w, location)
         self.memo[key] = result
         return result
 
     def _compare(
-        self, r_type: str, r: Any, w_type: str, w: Any, location: list[str]
+        self, reader: _Resolved, writer: _Resolved, location: list[str]
     ) -> list[Incompatibility]:
+        (r_type, r), (w_type, w) = reader, writer
         if r_type == w_type:
             if r_type in PRIMITIVES:
                 return []

@@ -192,7 +192,7 @@ def normalize(node: Any) -> Any:
         return {"type": kind, **props} if props else kind
     if kind in ("record", "error"):
         out = _ordered(node, _RECORD_KEYS)
-        out["fields"] = [_normalize_field(f, namespace_of(node["name"])) for f in node["fields"]]
+        out["fields"] = [_normalize_field(f) for f in node["fields"]]
     elif kind == "enum":
         out = _ordered(node, _ENUM_KEYS)
     elif kind == "fixed":
@@ -210,7 +210,7 @@ def normalize(node: Any) -> Any:
     return {**out, **_props(node, keys)}
 
 
-def _normalize_field(f: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+def _normalize_field(f: Mapping[str, Any]) -> dict[str, Any]:
     out = _ordered(f, _FIELD_KEYS)
     out["type"] = normalize(f["type"])
     if "aliases" in out:

@@ -16,7 +16,7 @@ import io
 import struct
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastavro
 import orjson
@@ -46,14 +46,22 @@ def encode(schema_id: int, payload: bytes) -> bytes:
     return _HEADER.pack(MAGIC, schema_id) + payload
 
 
-def decode_header(data: bytes) -> tuple[SchemaId, memoryview]:
-    """(schema id, Avro payload) of wire-format bytes; :class:`SerializationError` if malformed."""
+class WireHeader(NamedTuple):
+    """The schema id of wire-format bytes and the Avro payload after it."""
+
+    schema_id: SchemaId
+    payload: memoryview
+
+
+def decode_header(data: bytes) -> WireHeader:
+    """The schema id and Avro payload of wire-format bytes; :class:`SerializationError` if
+    malformed."""
     if len(data) < _HEADER.size:
         raise SerializationError(f"Message of {len(data)} bytes is too short for the wire format")
     magic, schema_id = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise SerializationError(f"Unknown magic byte {magic}: not the Confluent wire format")
-    return SchemaId(schema_id), memoryview(data)[_HEADER.size :]
+    return WireHeader(SchemaId(schema_id), memoryview(data)[_HEADER.size :])
 
 
 class AvroSerializer:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 
 from headwater.client.broker import BrokerClient
+from headwater.closeable import Closeable
 from headwater.errors import HeadwaterError
 from headwater.records import iter_batches
 from headwater.types import Offset, PartitionId
@@ -43,7 +43,7 @@ ARROW_SCHEMA = pa.schema(
 """Rows of the ``headwater`` source, as Arrow; Spark's side is ``source.SOURCE_SCHEMA_DDL``."""
 
 
-class TopicLog:
+class TopicLog(Closeable):
     """Typed reads of a cluster's topics: partitions, log ranges and records by offset.
 
     Built on the SDK's :class:`~headwater.client.broker.BrokerClient`, one per broker URL. The
@@ -70,17 +70,6 @@ class TopicLog:
     def close(self) -> None:
         for client in self._clients:
             client.close()
-
-    def __enter__(self) -> TopicLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _any(self, call: Callable[[BrokerClient], T]) -> T:
         last: Exception | None = None

@@ -49,6 +49,7 @@ import orjson
 
 from headwater.errors import (
     CorruptRecordError,
+    InvalidConfigError,
     InvalidOffsetError,
     InvalidPartitionsError,
     InvalidRecordError,
@@ -79,6 +80,7 @@ from headwater_broker.log.partition import (
 from headwater_broker.producer_registry import ProducerRegistry
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_config import (
+    RULES,
     TopicConfig,
     effective_configs,
     validate_configs,
@@ -412,6 +414,36 @@ class Broker:
         topic.partition_count = count
         self._save_catalog()
         topic.partitions.extend(self._open_partition(topic, p) for p in range(current, count))
+        return self.describe_topic(name)
+
+    def alter_topic_configs(
+        self, name: str, set_configs: dict[str, Any], delete: list[str]
+    ) -> TopicDescription:
+        """Set and delete config overrides of ``name`` at once (Kafka's incremental alter).
+
+        A deleted key goes back to its default; deleting one that is not set is no change. The
+        resulting overrides are validated as a create's are, so nothing changes unless all of
+        it is valid. Storage takes the new values at once: retention at its next run, segment
+        sizes at the next roll, the timestamp type at the next append.
+        """
+        topic = self._topic(name)
+        both = sorted(set(set_configs) & set(delete))
+        if both:
+            raise InvalidConfigError(f"Config(s) {', '.join(both)} both set and deleted")
+        unknown = sorted(key for key in delete if key not in RULES)
+        if unknown:
+            raise InvalidConfigError(
+                f"Unknown topic config '{unknown[0]}'; supported: {', '.join(sorted(RULES))}"
+            )
+        merged = {k: v for k, v in topic.overrides.items() if k not in delete}
+        overrides = validate_configs({**merged, **set_configs})
+        if overrides != topic.overrides:
+            topic.overrides = overrides
+            topic.config = TopicConfig.from_overrides(overrides)
+            self._save_catalog()
+            for plog in topic.partitions:
+                plog.config = topic.config
+            log.info("altered configs of topic %s: %s", name, overrides)
         return self.describe_topic(name)
 
     # --- produce -----------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import redis
 
+from headwater.closeable import Closeable
+
 log = logging.getLogger("headwater.coordinator")
 
 
@@ -52,7 +54,7 @@ def free_loopback_port() -> int:
         return port
 
 
-class PrivateRedis:
+class PrivateRedis(Closeable, opens_with="start", closes_with="stop"):
     """``start()`` returns once the server answers PING; ``stop()`` ends it, flushing its file."""
 
     def __init__(self, data_dir: Path, executable: str | None = None) -> None:

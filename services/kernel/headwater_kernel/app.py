@@ -3,7 +3,8 @@
 Every app gets, without code of its own: error mapping (:mod:`headwater_kernel.errors`),
 ``/healthz`` and ``/readyz`` (:mod:`headwater_kernel.health`), ``GET /metrics``, per-route request
 counts and latencies, an ``X-Request-ID`` on every response and log lines carrying that id
-(:mod:`headwater_kernel.telemetry`). A service's domain core never imports this module.
+(:mod:`headwater_kernel.telemetry`), and API docs at ``/docs`` and ``/redoc`` that need no
+internet (:mod:`headwater_kernel.api_docs`). A service's domain core never imports this module.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.types import ASGIApp
 
 from headwater import __version__
 from headwater.errors import HeadwaterError, InvalidRequestError
+from headwater_kernel.api_docs import add_docs_routes
 from headwater_kernel.body import JSONBody
 from headwater_kernel.errors import install_error_handlers
 from headwater_kernel.health import ReadyCheck, add_health_routes
@@ -41,11 +43,13 @@ def create_service_app(
     ready: ReadyCheck | None = None,
     media_type: str = "application/json",
     validation_error: Callable[[str], HeadwaterError] = InvalidRequestError,
+    service: str | None = None,
 ) -> FastAPI:
     """The FastAPI app every service starts from: error mapping and health routes installed.
 
-    Cross-cutting concerns (request ids, structured logs, ``/metrics``) are added here, once, for
-    every service.
+    Cross-cutting concerns (request ids, structured logs, ``/metrics``, offline docs) are added
+    here, once, for every service. ``service`` is the name ``/healthz`` answers with (default:
+    the title without its leading "Headwater ", so "Headwater broker" answers "broker").
     """
     app = ServiceApp(
         title=title,
@@ -53,8 +57,11 @@ def create_service_app(
         version=__version__,
         lifespan=lifespan,
         default_response_class=JSONBody,
+        docs_url=None,  # FastAPI's pages load their assets from a CDN; add_docs_routes does not
+        redoc_url=None,
     )
     install_error_handlers(app, media_type=media_type, validation_error=validation_error)
-    add_health_routes(app, ready)
+    add_health_routes(app, ready, service=service or title.removeprefix("Headwater "))
     add_metrics_route(app)
+    add_docs_routes(app)
     return app

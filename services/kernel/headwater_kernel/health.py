@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.responses import Response
 
+from headwater import __version__
 from headwater_kernel.body import JSONBody
 
 ReadyCheck = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
 """A service's readiness: whether it can serve, and details to show (``{"topics": 3}``)."""
 
 
-def add_health_routes(app: FastAPI, ready: ReadyCheck | None = None) -> None:
-    """``GET /healthz`` always answers 200; ``GET /readyz`` answers 503 while ``ready`` says no."""
+def add_health_routes(
+    app: FastAPI, ready: ReadyCheck | None = None, *, service: str | None = None
+) -> None:
+    """``GET /healthz`` always answers 200; ``GET /readyz`` answers 503 while ``ready`` says no.
+
+    ``/healthz`` also says which service answers (``service``, default the app's title), its
+    version and its process id: a client can tell a broker from a registry behind a URL, and a
+    process that started a service can tell its own child from another process on the port.
+    """
+    name = service or app.title
 
     @app.get("/healthz", tags=["health"], summary="Liveness: the process is serving")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "service": name, "version": __version__, "pid": os.getpid()}
 
     readiness = {
         "type": "object",

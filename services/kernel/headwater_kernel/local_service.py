@@ -11,29 +11,44 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 import httpx
 
+from headwater.closeable import Closeable
+
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and that no earlier call in
+    this process returned: the kernel may offer a port again as soon as its probe socket closes,
+    so two services set up one after the other could otherwise be given the same port."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        with _handed_out_lock:
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    raise RuntimeError("no free port left that was not handed out already")
 
 
-class ServiceProcess:
+class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
     """A service started as a real process (``python -m <module>``) and stopped on exit.
 
     ``env`` adds to this process's environment. Output goes to ``log_path`` when given, to this
-    process's own stdout with ``inherit_output``, else nowhere. ``start()`` waits until ``/healthz``
-    answers. ``kill()`` sends SIGKILL (a crash); ``stop()`` SIGTERM (a clean shutdown).
+    process's own stdout with ``inherit_output``, else nowhere. ``pass_fds`` are descriptors the
+    child inherits (a :class:`~headwater_kernel.directory_lock.DirectoryLock` it must hold too).
+    ``start()`` waits until ``/healthz`` answers *from this child*: a port another process serves
+    fails the start instead of passing for it. ``kill()`` sends SIGKILL (a crash); ``stop()``
+    SIGTERM (a clean shutdown).
     """
 
     def __init__(
@@ -46,6 +61,7 @@ class ServiceProcess:
         *,
         inherit_output: bool = False,
         cwd: Path | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.module = module
         self.port = port
@@ -54,6 +70,7 @@ class ServiceProcess:
         self.log_path = log_path
         self.inherit_output = inherit_output
         self.cwd = cwd
+        self.pass_fds = pass_fds
         self.process: subprocess.Popen[bytes] | None = None
 
     def running(self) -> bool:
@@ -62,6 +79,10 @@ class ServiceProcess:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
 
     def start(self, timeout: float = 60.0) -> Self:
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
@@ -76,6 +97,7 @@ class ServiceProcess:
             cwd=self.cwd,
             stdout=out,
             stderr=subprocess.STDOUT if out is not None else None,
+            pass_fds=self.pass_fds,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -84,10 +106,17 @@ class ServiceProcess:
                     f"{self.module} exited with {self.process.returncode}{self._log_tail()}"
                 )
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return self
+                answer = httpx.get(f"{self.url}/healthz", timeout=1.0)
             except httpx.HTTPError:
-                pass
+                answer = None
+            if answer is not None and answer.status_code == 200:
+                pid = _serving_pid(answer)
+                if pid == self.process.pid:
+                    return self
+                # Someone else answers on our port: our child cannot bind it and will exit.
+                self.kill()
+                who = f"process {pid}" if pid is not None else "another program"
+                raise RuntimeError(f"port {self.port} is already served by {who}")
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"{self.module} did not become healthy in {timeout}s{self._log_tail()}")
@@ -110,13 +139,12 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def __enter__(self) -> Self:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+def _serving_pid(answer: httpx.Response) -> int | None:
+    """The pid a Headwater ``/healthz`` answer names (None from anything else)."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return None
+    pid = body.get("pid") if isinstance(body, dict) else None
+    return pid if isinstance(pid, int) else None

@@ -38,7 +38,13 @@ def test_register_check_and_get(
     assert main(["schemas", "check", str(path), "--registry", registry_url]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"FAIL {subject} ({path}) against the registry at BACKWARD"
-    assert out[1].startswith("  - {errorType:'READER_FIELD_MISSING_DEFAULT_VALUE'")
+    # As `schemas diff` prints a finding, not Confluent's {errorType:'...', ...} message.
+    assert out[1:] == [
+        "  - READER_FIELD_MISSING_DEFAULT_VALUE at /fields/1: The field 'b' at path '/fields/1' in "
+        "the new schema has no default value and is missing in the old schema (version 1)",
+        "",
+        "0 of 1 schema(s) compatible",
+    ]
 
     args = ["schemas", "check", str(path), "--subject", unique("other"), "--registry", registry_url]
     assert main(args) == 0  # a subject with no versions accepts anything

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from headwater.records import partition_for_key
@@ -145,3 +147,114 @@ def test_unreachable_broker_is_one_clear_line() -> None:
     )
     assert result.returncode == 1
     assert result.stderr.decode().startswith("headwater topics list: cannot reach http://127.0.0.1")
+
+
+def test_alter_sets_and_deletes_configs_and_grows_partitions(broker: ServiceProcess) -> None:
+    topic = unique("cli")
+    created = headwater(broker, "topics", "create", topic, "--config", "segment.ms=60000")
+    assert created.returncode == 0, created.stderr
+    altered = headwater(
+        broker,
+        "topics",
+        "alter",
+        topic,
+        "--config",
+        "retention.ms=3600000",
+        "--delete-config",
+        "segment.ms",
+        "--partitions",
+        "3",
+    )
+    assert altered.returncode == 0, altered.stderr
+    assert altered.stdout.decode() == (
+        f"Altered topic {topic}:\n"
+        "  retention.ms=3600000 (was 604800000)\n"
+        "  segment.ms=604800000 (was 60000)\n"
+        "  partitions=3 (was 1)\n"
+    )
+    described = headwater(broker, "topics", "describe", topic).stdout.decode()
+    assert described.startswith(f"Topic: {topic}\tPartitions: 3\n")
+    assert "  retention.ms=3600000\n" in described
+    same = headwater(broker, "topics", "alter", topic, "--config", "retention.ms=3600000")
+    assert same.stdout.decode() == f"Topic {topic} unchanged.\n"
+    refused = headwater(broker, "topics", "alter", topic, "--config", "retention.ms=-7")
+    assert (refused.returncode, refused.stderr.decode()) == (
+        1,
+        "headwater topics alter: Invalid value -7 for config 'retention.ms': must be at least -1 "
+        "(error 42202)\n",
+    )
+    nothing = headwater(broker, "topics", "alter", topic)
+    assert (nothing.returncode, nothing.stderr.decode()) == (
+        1,
+        "headwater topics alter: nothing to alter: give --partitions, --config or "
+        "--delete-config\n",
+    )
+
+
+def test_version_flag() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "headwater_cli", "--version"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (0, b"headwater 0.1.0\n")
+
+
+def test_a_broker_url_that_reaches_another_service_says_so(
+    broker: ServiceProcess, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {"REGISTRY_PORT": str(port), "REGISTRY_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"}
+    with ServiceProcess("headwater_registry", port, env, log_path=tmp_path / "r.log") as registry:
+        # The user's mistake: the registry's port where the broker's belongs.
+        listed = headwater(registry, "topics", "list")
+        assert listed.returncode == 1
+        assert listed.stderr.decode() == (
+            f"headwater topics list: {registry.url} is not a Headwater broker: it is a Headwater "
+            f"schema registry (pid {registry.pid}). The broker listens on http://127.0.0.1:8082 "
+            "by default; give --bootstrap-server or set $HEADWATER_BROKERS\n"
+        )
+    groups = headwater(broker, "groups", "list", "--coordinator", broker.url)
+    assert groups.stderr.decode() == (
+        f"headwater groups list: {broker.url} is not a Headwater coordinator: it is a Headwater "
+        f"broker (pid {broker.pid}). The coordinator listens on http://127.0.0.1:8090 by "
+        "default; give --coordinator or set $HEADWATER_COORDINATOR\n"
+    )
+
+
+def test_a_broker_url_that_reaches_no_headwater_service_says_so(tmp_path: Path) -> None:
+    port = free_port()
+    web = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "http.server did not start"
+                time.sleep(0.1)
+        env = {**os.environ, "HEADWATER_BROKERS": url}
+        result = subprocess.run(
+            [sys.executable, "-m", "headwater_cli", "topics", "describe", "orders"],
+            capture_output=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 1
+        assert result.stderr.decode() == (
+            f"headwater topics describe: {url} is not a Headwater broker: it is a program that is "
+            "not a Headwater service. The broker listens on http://127.0.0.1:8082 by default; "
+            "give --bootstrap-server or set $HEADWATER_BROKERS\n"
+        )
+    finally:
+        web.terminate()
+        web.wait(timeout=10)

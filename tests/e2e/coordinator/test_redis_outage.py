@@ -56,7 +56,7 @@ def test_a_commit_is_retried_through_a_redis_outage(
         member = GroupMembership(client, group, [topic], session_timeout_ms=10_000)
         member.start()
         try:
-            wait_until(lambda: tp in member.take_assignment()[0], 20, "the partition")
+            wait_until(lambda: tp in member.take_assignment().partitions, 20, "the partition")
             member.report_owned({tp})
             store.stop()
             back = threading.Timer(1.5, store.start)

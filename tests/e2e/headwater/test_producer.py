@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -12,7 +13,12 @@ from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.client.broker import BrokerClient
 from headwater.consumer import ConsumerRecord
 from headwater.errors import PartitionNotFoundError, TopicNotFoundError
-from headwater.producer import DeliveryTimeoutError, ProducerClosedError, RecordMetadata
+from headwater.producer import (
+    DeliveryFuture,
+    DeliveryTimeoutError,
+    ProducerClosedError,
+    RecordMetadata,
+)
 from headwater.records import Compression, encode_batch, partition_for_key
 from headwater.types import PartitionId
 from tests.support import ServiceProcess, free_port, unique
@@ -120,6 +126,28 @@ def test_headers_timestamps_tombstones_and_callbacks(broker: ServiceProcess) -> 
         (b"user-1", None, [("trace", b"abc"), ("empty", None)], 1_700_000_000_123),
         (None, b"text value", [], 1_700_000_000_456),
     ]
+
+
+def test_future_callbacks_run_once_before_or_after_delivery(broker: ServiceProcess) -> None:
+    topic = _topic(broker, 1)
+    calls: list[tuple[str, int]] = []
+    ran = threading.Event()
+
+    def before(future: DeliveryFuture) -> None:
+        calls.append(("before", future.result(0).offset))
+        ran.set()
+
+    # A long linger keeps the batch open, so the first callback is registered before delivery.
+    with Producer({"bootstrap.servers": broker.url, "linger.ms": 60_000}) as producer:
+        first = producer.produce(topic, b"a")
+        second = producer.produce(topic, b"b")
+        first.add_done_callback(before)
+        assert calls == []
+        assert producer.flush(30) == 0
+        assert ran.wait(10)  # on a producer worker thread, after the batch is done
+        second.add_done_callback(lambda f: calls.append(("after", f.result(0).offset)))
+        assert calls == [("before", 0), ("after", 1)]  # the second one ran at once
+    assert calls == [("before", 0), ("after", 1)]
 
 
 def test_log_append_time_topics_report_the_broker_time(broker: ServiceProcess) -> None:
@@ -299,12 +327,12 @@ def test_an_expired_producer_id_is_replaced_and_the_batch_renumbered(tmp_path: P
         topic = _topic(process, 1)
         with Producer({"bootstrap.servers": process.url, "linger.ms": 0}) as producer:
             assert producer.produce(topic, b"first").result(10).offset == 0
-            first_id = producer._identity
+            first_id = producer._sender.identity
             time.sleep(1.0)  # the broker's upkeep forgets the idle producer id
             assert producer.produce(topic, b"second").result(10).offset == 1
-            assert producer._identity is not None
+            assert producer._sender.identity is not None
             assert first_id is not None
-            assert producer._identity[0] != first_id[0]
+            assert producer._sender.identity.producer_id != first_id.producer_id
         assert [r.value for r in _read_all(process, topic, 0)] == [b"first", b"second"]
 
 

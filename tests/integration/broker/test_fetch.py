@@ -53,7 +53,7 @@ async def make_topic(client: httpx.AsyncClient, configs: dict[str, str] | None =
 async def append(
     client: httpx.AsyncClient, topic: str, values: list[bytes], timestamp_ms: int | None = None
 ) -> int:
-    body = encode_batch([(b"k" + v, v, [("h", b"1")]) for v in values], timestamp_ms=timestamp_ms)
+    body = encode_batch([(b'"k"', v, [("h", b"1")]) for v in values], timestamp_ms=timestamp_ms)
     response = await client.post(
         f"/topics/{topic}/partitions/0/batches",
         content=body,
@@ -79,23 +79,15 @@ async def test_fetch_formats_and_bound_headers(tmp_path: Path) -> None:
         await append(client, topic, [b"not json"], timestamp_ms=2000)
         as_json = await fetch(client, topic, KAFKA_JSON, offset=1)
         assert as_json.headers["content-type"] == KAFKA_JSON
+        # The answer stops before offset 2, whose value is not JSON: nothing is shown altered.
         assert as_json.json() == [
             {
                 "topic": topic,
-                "key": 'k"b"',
+                "key": "k",
                 "value": "b",
                 "partition": 0,
                 "offset": 1,
                 "timestamp": 1000,
-                "headers": [{"key": "h", "value": "1"}],
-            },
-            {
-                "topic": topic,
-                "key": "knot json",
-                "value": "not json",
-                "partition": 0,
-                "offset": 2,
-                "timestamp": 2000,
                 "headers": [{"key": "h", "value": "1"}],
             },
         ]
@@ -103,11 +95,23 @@ async def test_fetch_formats_and_bound_headers(tmp_path: Path) -> None:
             as_json.headers["headwater-high-watermark"],
             as_json.headers["headwater-log-start-offset"],
             as_json.headers["headwater-next-offset"],
-        ) == ("3", "0", "3")
+        ) == ("3", "0", "2")
+        refused = await fetch(client, topic, KAFKA_JSON, offset=2)
+        assert (refused.status_code, refused.json()) == (
+            406,
+            {
+                "error_code": 40602,
+                "message": f"The record at offset 2 of {topic}/0 cannot be shown in the json "
+                "embedded format: its value is not JSON (8 bytes: 6e 6f 74 20 6a 73 6f 6e). Fetch "
+                "it with Accept: application/vnd.kafka.binary.v2+json (base64), or skip it from "
+                "offset 3",
+            },
+        )
         binary = await fetch(client, topic, KAFKA_BINARY, offset=2)
         assert [(r["key"], r["value"]) for r in binary.json()] == [
-            (base64.b64encode(b"knot json").decode(), base64.b64encode(b"not json").decode())
+            (base64.b64encode(b'"k"').decode(), base64.b64encode(b"not json").decode())
         ]
+        assert binary.headers["headwater-next-offset"] == "3"
         raw = await fetch(client, topic, BATCHES, offset=1)
         assert raw.headers["content-type"] == BATCHES
         # Raw batches start with the batch holding offset 1, as a Kafka fetch does.

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from headwater.records.batch import encode_batch
@@ -83,10 +84,20 @@ async def post_batches(
 
 
 async def stored_values(client: httpx.AsyncClient, topic: str, partition: int = 0) -> list[Any]:
+    """The values stored in a partition: JSON values as such, other bytes as UTF-8 text."""
     response = await client.get(
-        f"/topics/{topic}/partitions/{partition}/records", params={"offset": 0}
+        f"/topics/{topic}/partitions/{partition}/records",
+        params={"offset": 0},
+        headers={"accept": KAFKA_BINARY},
     )
-    return [r["value"] for r in response.json()]
+    values = []
+    for record in response.json():
+        value = base64.b64decode(record["value"])
+        try:
+            values.append(orjson.loads(value))
+        except orjson.JSONDecodeError:
+            values.append(value.decode())
+    return values
 
 
 async def test_rest_json_produce_routes_keys_like_kafka(tmp_path: Path) -> None:
@@ -270,7 +281,9 @@ async def test_log_append_time_topic_stamps_batches(tmp_path: Path) -> None:
         response = await post_batches(client, topic, batch([b"x", b"y"], timestamp_ms=5))
         stamped = response.json()["batches"][0]["log_append_time"]
         assert stamped > 5
-        fetched = await client.get(f"/topics/{topic}/partitions/0/records")
+        fetched = await client.get(
+            f"/topics/{topic}/partitions/0/records", headers={"accept": KAFKA_BINARY}
+        )
         assert [r["timestamp"] for r in fetched.json()] == [stamped, stamped]
 
 

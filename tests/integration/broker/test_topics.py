@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
+from headwater import __version__
+from headwater.records.batch import encode_batch
 from headwater_broker.app import create_app
 from headwater_broker.settings import BrokerSettings
 from tests.support import unique
@@ -97,6 +101,91 @@ async def test_topics_and_configs_survive_a_restart(tmp_path: Path) -> None:
         body = (await client.get(f"/topics/{name}")).json()
         assert [p["partition"] for p in body["partitions"]] == [0, 1, 2, 3]
         assert body["configs"]["segment.bytes"] == "4096"
+
+
+async def test_alter_configs_sets_and_deletes_overrides_durably(tmp_path: Path) -> None:
+    name = unique("altered")
+    configs = {"retention.ms": "60000", "segment.ms": "1000"}
+    async with broker(tmp_path) as client:
+        await client.post("/topics", json={"name": name, "configs": configs})
+        altered = await client.patch(
+            f"/topics/{name}/configs",
+            json={
+                "set": {"retention.bytes": 4096, "retention.ms": "120000"},
+                "delete": ["segment.ms"],
+            },
+        )
+        assert altered.status_code == 200, altered.text
+        expected = {**DEFAULT_CONFIGS, "retention.ms": "120000", "retention.bytes": "4096"}
+        assert altered.json()["configs"] == expected
+        # Deleting what is not set, or setting what is already set, changes nothing.
+        again = await client.patch(
+            f"/topics/{name}/configs",
+            json={"set": {"retention.ms": "120000"}, "delete": ["segment.bytes"]},
+        )
+        assert again.json()["configs"] == expected
+    catalog = orjson.loads((tmp_path / "topics.json").read_bytes())["topics"][name]
+    assert catalog["configs"] == {"retention.ms": "120000", "retention.bytes": "4096"}
+    async with broker(tmp_path) as client:
+        assert (await client.get(f"/topics/{name}")).json()["configs"] == expected
+
+
+async def test_altered_configs_apply_to_the_next_append(tmp_path: Path) -> None:
+    name = unique("stamped")
+    async with broker(tmp_path) as client:
+        await client.post("/topics", json={"name": name})
+        batch = encode_batch([(None, b"x", [])], timestamp_ms=5)
+        headers = {"content-type": "application/vnd.headwater.batches"}
+        path = f"/topics/{name}/partitions/0/batches"
+        before = await client.post(path, content=batch, headers=headers)
+        assert before.json()["batches"][0]["log_append_time"] == -1
+        await client.patch(
+            f"/topics/{name}/configs", json={"set": {"message.timestamp.type": "LogAppendTime"}}
+        )
+        after = await client.post(path, content=batch, headers=headers)
+        assert after.json()["batches"][0]["log_append_time"] > 5
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"set": {"retention.ms": "-2"}},
+            "Invalid value -2 for config 'retention.ms': must be at least -1",
+        ),
+        ({"set": {"compression.type": "zstd"}}, "Unknown topic config 'compression.type'; "),
+        ({"delete": ["compression.type"]}, "Unknown topic config 'compression.type'; "),
+        (
+            {"set": {"segment.ms": "5"}, "delete": ["segment.ms"]},
+            "Config(s) segment.ms both set and deleted",
+        ),
+        ({"set": {"cleanup.policy": "compact"}}, "cleanup.policy 'compact' is not supported"),
+    ],
+)
+async def test_a_refused_alter_changes_nothing(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    name = unique("kept")
+    async with broker(tmp_path) as client:
+        await client.post("/topics", json={"name": name, "configs": {"segment.ms": "1000"}})
+        refused = await client.patch(
+            f"/topics/{name}/configs", json={"set": {"retention.ms": "1"}, **change}
+        )
+        assert (refused.status_code, refused.json()["error_code"]) == (422, 42202)
+        assert refused.json()["message"].startswith(message)
+        configs = (await client.get(f"/topics/{name}")).json()["configs"]
+        assert configs == {**DEFAULT_CONFIGS, "segment.ms": "1000"}
+
+
+async def test_alter_configs_of_a_missing_topic_or_without_json(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        missing = await client.patch("/topics/nope/configs", json={"set": {}})
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 40401)
+        await client.post("/topics", json={"name": "t"})
+        text = await client.patch(
+            "/topics/t/configs", content=b"retention.ms=1", headers={"content-type": "text/plain"}
+        )
+        assert (text.status_code, text.json()["error_code"]) == (415, 41501)
 
 
 async def test_default_partitions_setting(tmp_path: Path) -> None:
@@ -211,7 +300,12 @@ async def test_recreated_topic_starts_at_offset_zero(tmp_path: Path) -> None:
 
 async def test_health_and_openapi(tmp_path: Path) -> None:
     async with broker(tmp_path) as client:
-        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        assert (await client.get("/healthz")).json() == {
+            "status": "ok",
+            "service": "broker",
+            "version": __version__,
+            "pid": os.getpid(),
+        }
         ready = await client.get("/readyz")
         assert ready.status_code == 200
         assert ready.json()["status"] == "ready"

@@ -7,11 +7,17 @@ import base64
 import orjson
 import pytest
 
-from headwater.errors import HeadwaterError, InvalidRecordError, MalformedRequestError
+from headwater.errors import (
+    EmbeddedFormatError,
+    HeadwaterError,
+    InvalidRecordError,
+    MalformedRequestError,
+)
 from headwater.records.batch import Record
 from headwater_broker.api.embedded import (
     EmbeddedFormat,
     ProduceBody,
+    RenderedRecords,
     decode_records,
     render_records,
 )
@@ -126,35 +132,78 @@ def test_bodies_that_are_not_json_are_400() -> None:
 
 RECORDS = [
     Record(offset=5, timestamp=1000, key=b'"k"', value=b'{"n":1}', headers=[("h", b"x")]),
-    Record(offset=6, timestamp=1001, key=None, value=b"not json", headers=[("n", None)]),
+    Record(offset=6, timestamp=1001, key=None, value=b'"two"', headers=[("n", None)]),
 ]
+# What the user read back as "\u0000...\ufffd?\u0006EUR": an Avro payload in the
+# Confluent wire format, which is not JSON.
+AVRO = b"\x00\x00\x00\x00\x01\x0c\xb0\x9e?\x06EUR"
 
 
 def test_json_rendering_turns_stored_json_back_into_values() -> None:
-    assert render_records("orders", 3, RECORDS, binary=False) == [
-        {
-            "topic": "orders",
-            "key": "k",
-            "value": {"n": 1},
-            "partition": 3,
-            "offset": 5,
-            "timestamp": 1000,
-            "headers": [{"key": "h", "value": "x"}],
-        },
-        {
-            "topic": "orders",
-            "key": None,
-            "value": "not json",
-            "partition": 3,
-            "offset": 6,
-            "timestamp": 1001,
-            "headers": [{"key": "n", "value": None}],
-        },
-    ]
+    rendered = render_records("orders", 3, RECORDS, binary=False)
+    assert rendered == RenderedRecords(
+        [
+            {
+                "topic": "orders",
+                "key": "k",
+                "value": {"n": 1},
+                "partition": 3,
+                "offset": 5,
+                "timestamp": 1000,
+                "headers": [{"key": "h", "value": "x"}],
+            },
+            {
+                "topic": "orders",
+                "key": None,
+                "value": "two",
+                "partition": 3,
+                "offset": 6,
+                "timestamp": 1001,
+                "headers": [{"key": "n", "value": None}],
+            },
+        ],
+        stopped_at=None,
+    )
+
+
+def test_json_rendering_stops_before_a_record_that_is_not_json() -> None:
+    stored = [*RECORDS, Record(7, 1002, None, AVRO, []), Record(8, 1003, None, b"1", [])]
+    rendered = render_records("orders", 3, stored, binary=False)
+    assert [r["offset"] for r in rendered.body] == [5, 6]
+    assert rendered.stopped_at == 7
+
+
+@pytest.mark.parametrize(
+    ("record", "what"),
+    [
+        (
+            Record(7, 0, None, AVRO, []),
+            "its value is not JSON (13 bytes: 00 00 00 00 01 0c b0 9e 3f 06 45 55 52)",
+        ),
+        (Record(7, 0, b"user-1", b"1", []), "its key is not JSON (6 bytes: 75 73 65 72 2d 31)"),
+        (Record(7, 0, None, b"", []), "its value is not JSON (0 bytes: )"),
+        (
+            Record(7, 0, None, b"1", [("trace", b"\xff\xfe")]),
+            "the value of its header 'trace' is not UTF-8 text",
+        ),
+    ],
+)
+def test_a_first_record_that_is_not_json_is_a_clear_error(record: Record, what: str) -> None:
+    with pytest.raises(EmbeddedFormatError) as raised:
+        render_records("orders", 3, [record, *RECORDS], binary=False)
+    assert raised.value.message == (
+        f"The record at offset 7 of orders/3 cannot be shown in the json embedded format: {what}. "
+        "Fetch it with Accept: application/vnd.kafka.binary.v2+json (base64), or skip it from "
+        "offset 8"
+    )
+    assert (raised.value.http_status, raised.value.error_code) == (406, 40602)
 
 
 def test_binary_rendering_is_base64_of_the_stored_bytes() -> None:
-    [first, second] = render_records("orders", 0, RECORDS, binary=True)
+    stored = [*RECORDS, Record(7, 1002, None, AVRO, [("trace", b"\xff\xfe")])]
+    rendered = render_records("orders", 0, stored, binary=True)
+    assert rendered.stopped_at is None
+    [first, second, third] = rendered.body
     assert (first["key"], first["value"], first["headers"]) == (
         b64(b'"k"'),
         b64(b'{"n":1}'),
@@ -162,8 +211,12 @@ def test_binary_rendering_is_base64_of_the_stored_bytes() -> None:
     )
     assert (second["key"], second["value"], second["headers"]) == (
         None,
-        b64(b"not json"),
+        b64(b'"two"'),
         [{"key": "n", "value": None}],
+    )
+    assert (third["value"], third["headers"]) == (
+        b64(AVRO),
+        [{"key": "trace", "value": b64(b"\xff\xfe")}],
     )
 
 
@@ -172,4 +225,4 @@ def test_a_json_body_renders_back_to_what_was_sent() -> None:
     decoded = decode_records(orjson.dumps({"records": sent}), "json")
     stored = [Record(i, 0, r.key, r.value, r.headers) for i, r in enumerate(decoded)]
     rendered = render_records("t", 0, stored, binary=False)
-    assert [{"key": r["key"], "value": r["value"]} for r in rendered] == sent
+    assert [{"key": r["key"], "value": r["value"]} for r in rendered.body] == sent

@@ -4,6 +4,11 @@ In the ``json`` format (``application/vnd.kafka.json.v2+json`` and plain JSON) a
 any JSON value, stored as its JSON text, and a header value is a string stored as UTF-8; in the
 ``binary`` format (``application/vnd.kafka.binary.v2+json``) keys, values and header values are
 base64 strings of the stored bytes. ``null`` is a null key, a tombstone or a null header value.
+
+Reading never alters data: a stored key or value that is not JSON (or a header value that is not
+UTF-8) cannot be shown in the json format, so the answer stops before that record, and a fetch
+starting at it is refused with 406 40602 naming the offset (as REST Proxy refuses with an error
+rather than guess); the binary format shows every record.
 A produce body::
 
     {"records": [{"key": ..., "value": ..., "partition": 0, "headers": [{"key": "k",
@@ -17,13 +22,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
-from headwater.errors import InvalidRecordError, MalformedRequestError
+from headwater.errors import EmbeddedFormatError, InvalidRecordError, MalformedRequestError
 from headwater.records.batch import Record
 from headwater_broker.broker import ProducerRecord
 
@@ -105,37 +109,79 @@ def decode_records(body: bytes, fmt: EmbeddedFormat) -> list[ProducerRecord]:
     return decoded
 
 
-def _json_value(data: bytes | None) -> Any:
-    """Embedded json format: the JSON value, or the text itself for bytes that are not JSON."""
+class _NotShowableError(Exception):
+    """The part of a record that the json format cannot carry (``"its value is not JSON"``)."""
+
+
+def _json_value(data: bytes | None, what: str) -> Any:
+    """Embedded json format: the stored JSON value, parsed; bytes that are not JSON raise."""
     if data is None:
         return None
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return data.decode("utf-8", "replace")
+        preview = data[:16].hex(" ") + (" ..." if len(data) > 16 else "")
+        raise _NotShowableError(f"its {what} is not JSON ({len(data)} bytes: {preview})") from None
+
+
+def _header_text(key: str, data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _NotShowableError(f"the value of its header {key!r} is not UTF-8 text") from None
 
 
 def _to_b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def _header_text(data: bytes | None) -> str | None:
-    return None if data is None else data.decode("utf-8", "replace")
+def _record(topic: str, partition: int, r: Record, binary: bool) -> dict[str, Any]:
+    if binary:
+        key, value = _to_b64(r.key), _to_b64(r.value)
+        headers = [{"key": k, "value": _to_b64(v)} for k, v in r.headers]
+    else:
+        key, value = _json_value(r.key, "key"), _json_value(r.value, "value")
+        headers = [{"key": k, "value": _header_text(k, v)} for k, v in r.headers]
+    return {
+        "topic": topic,
+        "key": key,
+        "value": value,
+        "partition": partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "headers": headers,
+    }
 
 
-def render_records(topic: str, partition: int, records: list[Record], binary: bool) -> list[Any]:
-    """REST Proxy v2 consumer records; binary = base64 keys, values and header values."""
-    value: Callable[[bytes | None], Any] = _to_b64 if binary else _json_value
-    header = _to_b64 if binary else _header_text
-    return [
-        {
-            "topic": topic,
-            "key": value(r.key),
-            "value": value(r.value),
-            "partition": partition,
-            "offset": r.offset,
-            "timestamp": r.timestamp,
-            "headers": [{"key": k, "value": header(v)} for k, v in r.headers],
-        }
-        for r in records
-    ]
+@dataclass(frozen=True, slots=True)
+class RenderedRecords:
+    """Fetched records as REST Proxy v2 JSON, and where the answer stopped early (if it did)."""
+
+    body: list[dict[str, Any]]
+    stopped_at: int | None  # offset of the first record the format cannot show
+
+
+def render_records(
+    topic: str, partition: int, records: list[Record], binary: bool
+) -> RenderedRecords:
+    """REST Proxy v2 consumer records; binary = base64 keys, values and header values.
+
+    In the json format the answer ends before the first record that is not JSON; when that is
+    the first record, :class:`EmbeddedFormatError` (406 40602) says which one and what to do.
+    """
+    body: list[dict[str, Any]] = []
+    for r in records:
+        try:
+            body.append(_record(topic, partition, r, binary))
+        except _NotShowableError as exc:
+            if body:
+                return RenderedRecords(body, r.offset)
+            raise EmbeddedFormatError(
+                f"The record at offset {r.offset} of {topic}/{partition} cannot be shown in the "
+                f"json embedded format: {exc}. Fetch it with Accept: "
+                f"application/vnd.kafka.binary.v2+json (base64), or skip it from offset "
+                f"{r.offset + 1}"
+            ) from None
+    return RenderedRecords(body, None)

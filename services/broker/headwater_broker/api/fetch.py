@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from headwater.types import Offset
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep
 from headwater_broker.api.embedded import render_records
@@ -66,9 +67,12 @@ async def fetch(
     fetched = await broker.fetch_records(
         topic, partition, offset, max_bytes, max_wait_ms, max_records
     )
-    body = render_records(topic, partition, fetched.records, media == KAFKA_BINARY)
-    bounds = (fetched.high_watermark, fetched.log_start_offset, fetched.next_offset)
-    return JSONBody(body, media_type=media, headers=_bound_headers(*bounds))
+    rendered = render_records(topic, partition, fetched.records, media == KAFKA_BINARY)
+    # An answer cut before a record the json format cannot show resumes at that record.
+    stopped = rendered.stopped_at
+    next_offset = fetched.next_offset if stopped is None else Offset(stopped)
+    bounds = (fetched.high_watermark, fetched.log_start_offset, next_offset)
+    return JSONBody(rendered.body, media_type=media, headers=_bound_headers(*bounds))
 
 
 def _bound_headers(high_watermark: int, log_start: int, next_offset: int) -> dict[str, str]:

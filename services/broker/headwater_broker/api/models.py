@@ -43,6 +43,17 @@ class CreateTopic(BaseModel):
     )
 
 
+class AlterConfigs(BaseModel):
+    """An incremental config change: keys to set and keys to return to their defaults."""
+
+    set: dict[str, Any] = Field(
+        default_factory=dict, description='Overrides to set, e.g. {"retention.ms": "3600000"}'
+    )
+    delete: list[str] = Field(
+        default_factory=list, description="Overrides to remove (back to the default)"
+    )
+
+
 class PartitionCount(BaseModel):
     count: int = Field(description="New total number of partitions (grow only)")
 

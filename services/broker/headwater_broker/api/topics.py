@@ -1,4 +1,4 @@
-"""Topic admin routes: create, list, describe, delete, grow partitions, offsets, lookup."""
+"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, offsets."""
 
 from __future__ import annotations
 
@@ -50,6 +50,19 @@ async def describe_topic(topic: str, broker: BrokerDep) -> models.TopicDescripti
 async def delete_topic(topic: str, broker: BrokerDep) -> Response:
     await broker.delete_topic(topic)
     return Response(status_code=204)
+
+
+@router.patch(
+    "/topics/{topic}/configs",
+    response_model=models.TopicDescription,
+    dependencies=[JSONBodyDep],
+    summary="Set and delete config overrides at once (42202 unknown key or bad value)",
+)
+async def alter_configs(
+    topic: str, body: models.AlterConfigs, broker: BrokerDep
+) -> models.TopicDescription:
+    description = broker.alter_topic_configs(topic, body.set, body.delete)
+    return models.TopicDescription.model_validate(description)
 
 
 @router.post(

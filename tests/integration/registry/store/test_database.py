@@ -9,14 +9,16 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from headwater_registry.registry import Registry, SchemaInput
-from headwater_registry.store import (
+from headwater_registry.registry import Registry
+from headwater_registry.schemas import SchemaInput
+from headwater_registry.store.database import SQLStore
+from headwater_registry.store.tables import (
     MIGRATIONS,
-    SQLStore,
     counters,
     schema_migrations,
     subject_schema_index,
 )
+from headwater_registry.subjects import Page
 from tests.support import unique
 
 
@@ -32,35 +34,41 @@ def schema(name: str) -> SchemaInput:
     return SchemaInput(orjson.dumps(body).decode())
 
 
+def opened(url: str) -> SQLStore:
+    store = SQLStore(url)
+    store.open()
+    return store
+
+
 def applied(store: SQLStore) -> list[int]:
-    with store.read() as conn:
+    with store.read() as tx:
         query = sa.select(schema_migrations.c.version).order_by(schema_migrations.c.version)
-        return list(conn.execute(query).scalars())
+        return list(tx.connection.execute(query).scalars())
 
 
 def test_migrations_are_recorded_and_applied_once(url: str) -> None:
-    store = SQLStore(url)
+    store = opened(url)
     assert applied(store) == [v for v, _, _ in MIGRATIONS] == [1, 2, 3]
     store.close()
-    again = SQLStore(url)  # opening an up-to-date database applies nothing
+    again = opened(url)  # opening an up-to-date database applies nothing
     assert applied(again) == [1, 2, 3]
     again.close()
 
 
 def test_upgrade_from_version_1_seeds_the_id_counter_and_adds_the_index(url: str) -> None:
-    store = SQLStore(url)
-    registry = Registry(store)
-    first = registry.register(unique("up"), schema("A"), normalize=False)
-    second = registry.register(unique("up"), schema("B"), normalize=False)
+    store = opened(url)
+    registration = Registry(store).registration
+    first = registration.register(unique("up"), schema("A"), normalize=False)
+    second = registration.register(unique("up"), schema("B"), normalize=False)
     # Roll the database back to what migration 1 alone produced.
-    with store.write("test") as conn:
+    with store.engine.begin() as conn:
         counters.drop(conn)
         subject_schema_index.drop(conn)
         conn.execute(sa.delete(schema_migrations).where(schema_migrations.c.version >= 2))
     store.close()
-    upgraded = SQLStore(url)
+    upgraded = opened(url)
     assert applied(upgraded) == [1, 2, 3]
-    third = Registry(upgraded).register(unique("up"), schema("C"), normalize=False)
+    third = Registry(upgraded).registration.register(unique("up"), schema("C"), normalize=False)
     assert (first, second, third) == (1, 2, 3)
     indexes = {i["name"] for i in sa.inspect(upgraded.engine).get_indexes("subject_versions")}
     assert "ix_subject_versions_subject_schema" in indexes
@@ -68,12 +76,17 @@ def test_upgrade_from_version_1_seeds_the_id_counter_and_adds_the_index(url: str
 
 
 def test_threads_registering_in_one_subject_get_distinct_gapless_versions(url: str) -> None:
-    store = SQLStore(url)
+    store = opened(url)
     registry = Registry(store, default_compatibility="NONE")
     subject = unique("threads")
     names = [f"T{i}" for i in range(24)]
+
+    def register(name: str) -> int:
+        return registry.registration.register(subject, schema(name), normalize=False)
+
     with ThreadPoolExecutor(8) as pool:
-        ids = list(pool.map(lambda n: registry.register(subject, schema(n), False), names))
+        ids = list(pool.map(register, names))
     assert sorted(ids) == list(range(1, 25))
-    assert registry.list_versions(subject, False, False, 0, -1) == list(range(1, 25))
+    versions = registry.subjects.list_versions(subject, Page(), deleted=False, deleted_only=False)
+    assert versions == list(range(1, 25))
     store.close()

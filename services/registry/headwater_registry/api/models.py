@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from headwater.registry.schema import SchemaReference
+from headwater_registry.schemas import SchemaInput
 
 
 class Reference(BaseModel):
@@ -32,6 +33,10 @@ class SchemaRequest(BaseModel):
     version: int | None = None
     metadata: dict[str, Any] | None = None
     ruleSet: dict[str, Any] | None = None  # noqa: N815 -- Confluent's JSON field name
+
+    def to_input(self) -> SchemaInput:
+        refs = tuple(r.to_reference() for r in self.references)
+        return SchemaInput(self.schema_text, self.schemaType, refs)
 
 
 class ConfigRequest(BaseModel):
@@ -97,3 +102,15 @@ class ErrorBody(BaseModel):
 
     error_code: int
     message: str
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (404, "40401 subject, 40402 version, 40403 schema not found; 40404-40409"),
+        (409, "40901 incompatible schema"),
+        (422, "422 bad body; 42201-42211"),
+        (500, "50001 store error, 50002 timeout"),
+    )
+}
+"""The error body on every registry route, so OpenAPI shows what clients get."""

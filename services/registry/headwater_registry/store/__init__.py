@@ -1,0 +1,1 @@
+"""The registry's SQL storage: tables and migrations, transactions, queries (SQLite, PostgreSQL)."""

@@ -1,0 +1,151 @@
+"""The registry's database: engines, transactions and what serialises writers, migrations at open.
+
+SQLAlchemy Core over a SQLite file (default) or PostgreSQL (several registry processes may share
+one). Every write runs in one transaction that first serialises on its subjects (PostgreSQL:
+``pg_advisory_xact_lock`` on a hash of each subject; SQLite: one writer at a time, queued on a
+process lock and then ``BEGIN IMMEDIATE`` against other processes), so version numbers and
+compatibility checks see the latest state. New ids come from the ``counters`` row, whose row lock
+orders concurrent allocations; the unique fingerprint catches two subjects registering the same
+new schema at once, and :meth:`SQLStore.write` runs that transaction again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from headwater.registry.errors import StoreTimeoutError
+from headwater_registry.store.queries import Transaction
+from headwater_registry.store.tables import MIGRATIONS, schema_migrations
+
+T = TypeVar("T")
+
+# What a concurrent writer can make a write transaction fail with (the unique fingerprint, a
+# serialization failure, a busy SQLite file): worth running again.
+_RETRYABLE = (IntegrityError, OperationalError)
+_RETRIES = 30
+
+
+class SQLStore:
+    """Registry state in one SQL database: read transactions, serialised and retried writes."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = _engine(url)
+        self.is_postgres = self.engine.dialect.name == "postgresql"
+        # SQLite allows one writer at a time; queueing this process's writers on a lock is far
+        # cheaper than letting them spin in SQLite's sleeping busy handler. Other processes are
+        # still kept out by BEGIN IMMEDIATE.
+        self._sqlite_writer = threading.Lock()
+        self._immediate = self.engine.execution_options(immediate=True)
+
+    def open(self) -> None:
+        """Create the SQLite file's directory and apply the migrations the database lacks."""
+        database = self.engine.url.database
+        if not self.is_postgres and database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        self._migrate()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def read(self) -> Iterator[Transaction]:
+        with self.engine.connect() as conn, conn.begin():
+            yield Transaction(conn)
+
+    def write(self, work: Callable[[Transaction], T], *subjects: str) -> T:
+        """``work`` in a write transaction serialised against other writers of ``subjects``.
+
+        Run again when a concurrent writer made the transaction conflict; after ``_RETRIES``
+        attempts, :class:`StoreTimeoutError` (50002).
+        """
+        for n in range(_RETRIES):
+            try:
+                with self._locked(*subjects) as conn:
+                    return work(Transaction(conn))
+            except _RETRYABLE as e:
+                if n == _RETRIES - 1:
+                    raise StoreTimeoutError(
+                        f"Gave up after {_RETRIES} conflicting attempts: {e}"
+                    ) from e
+                time.sleep(min(0.002 * (2**n), 0.1))
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _locked(self, *subjects: str) -> Iterator[Connection]:
+        if self.is_postgres:
+            with self.engine.connect() as conn, conn.begin():
+                for key in sorted({_lock_key(s) for s in subjects}):
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                yield conn
+            return
+        with self._sqlite_writer, self._immediate.connect() as conn, conn.begin():
+            yield conn
+
+    def _migrate(self) -> None:
+        """Apply the migrations this database lacks (one process at a time)."""
+        for attempt in range(20):
+            try:
+                with self._locked("headwater-registry-migrations") as conn:
+                    schema_migrations.create(conn, checkfirst=True)
+                    done = set(conn.execute(sa.select(schema_migrations.c.version)).scalars())
+                    for version, name, apply in MIGRATIONS:
+                        if version not in done:
+                            apply(conn)
+                            conn.execute(
+                                sa.insert(schema_migrations).values(
+                                    version=version, name=name, applied_at=time.time()
+                                )
+                            )
+                return
+            except DBAPIError:
+                # Two processes creating the tables at once: the loser retries and finds them.
+                if attempt == 19:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn, conn.begin():
+            conn.execute(sa.text("SELECT 1"))
+
+
+def _lock_key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def _engine(url: str) -> Engine:
+    if not url.startswith("sqlite"):
+        return sa.create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # pysqlite's own transaction handling is off so BEGIN IMMEDIATE below takes effect.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def on_begin(conn: Connection) -> None:
+        # Writers take the database lock up front: no lock upgrade, so no deadlock between them.
+        immediate = conn.get_execution_options().get("immediate", False)
+        # Straight to the driver: this runs for every transaction, and SQLAlchemy's statement
+        # machinery would cost more than SQLite's BEGIN itself.
+        conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+            "BEGIN IMMEDIATE" if immediate else "BEGIN"
+        )
+
+    return engine
