@@ -16,10 +16,13 @@
      +-- UnsupportedAssignorError      42203  (Kafka UNSUPPORTED_ASSIGNOR 112)
      +-- InvalidGroupIdError           42204  (Kafka INVALID_GROUP_ID 24)
      +-- InvalidResetError             42205  a reset request that names no valid target
+     +-- InvalidTopicNameError         42206  (Kafka INVALID_TOPIC_EXCEPTION 17)
      +-- BrokersUnavailableError       50302  no broker answered a metadata or offsets request
+     +-- StoreUnavailableError         50311  the coordinator's Redis does not answer
 
 The fencing codes tell a client what to do: 40402 / 40901 / 40903 -- drop every partition and
-rejoin with epoch 0; 40902 -- refresh the epoch from the next heartbeat and retry.
+rejoin with epoch 0; 40902 -- refresh the epoch from the next heartbeat and retry. The 503s
+(:data:`RETRIABLE`) are transient and come with ``Retry-After``: send the request again then.
 """
 
 from __future__ import annotations
@@ -155,8 +158,29 @@ class InvalidResetError(CoordinatorError):
 
 
 @COORDINATOR.register
+class InvalidTopicNameError(CoordinatorError):
+    """The topic name is not valid: 1-249 characters of [A-Za-z0-9._-], not "." or ".."."""
+
+    error_code = 42206
+    http_status = 422
+    kafka_code = 17  # INVALID_TOPIC_EXCEPTION
+
+
+@COORDINATOR.register
 class BrokersUnavailableError(CoordinatorError):
     """No broker answered the coordinator's metadata or offsets request."""
 
     error_code = 50302
     http_status = 503
+
+
+@COORDINATOR.register
+class StoreUnavailableError(CoordinatorError):
+    """The coordinator's store (Redis) does not answer; retry."""
+
+    error_code = 50311
+    http_status = 503
+
+
+RETRIABLE: tuple[type[CoordinatorError], ...] = (BrokersUnavailableError, StoreUnavailableError)
+"""Transient errors: a dependency of the coordinator does not answer; retry after a pause."""

@@ -25,7 +25,7 @@ import httpx
 from headwater.errors import HeadwaterError, ServiceUnavailableError
 from headwater.groups.client import CoordinatorClient
 from headwater.groups.errors import (
-    BrokersUnavailableError,
+    RETRIABLE,
     FencedInstanceIdError,
     FencedMemberEpochError,
     StaleMemberEpochError,
@@ -37,6 +37,8 @@ from headwater.types import MemberEpoch
 log = logging.getLogger("headwater.groups")
 
 FENCING_ERRORS = (UnknownMemberError, FencedMemberEpochError)
+# The coordinator (or its Redis, or every broker) does not answer for now: retried.
+TRANSIENT: tuple[type[Exception], ...] = (httpx.TransportError, ServiceUnavailableError, *RETRIABLE)
 RETRY_BACKOFF_S = 0.2
 
 
@@ -217,7 +219,7 @@ class GroupMembership:
                         self._cond.wait(until - time.monotonic())
                     owned = self._assignment | self._owned
                 pending = {tp: o for tp, o in pending.items() if tp in owned}
-            except (httpx.TransportError, ServiceUnavailableError, BrokersUnavailableError):
+            except TRANSIENT:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(RETRY_BACKOFF_S)

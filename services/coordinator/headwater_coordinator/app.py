@@ -9,21 +9,24 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from fastapi import FastAPI
-from redis.asyncio import BlockingConnectionPool, Redis
+from fastapi import FastAPI, Request
+from starlette.responses import Response
 
-from headwater_coordinator.api import groups, membership, offsets
+from headwater.groups.errors import RETRIABLE, CoordinatorError
+from headwater_coordinator.api import groups, membership, models, offsets
 from headwater_coordinator.coordinator import Coordinator
 from headwater_coordinator.lag_gauges import LagGauges
 from headwater_coordinator.metadata import BrokerMetadata
 from headwater_coordinator.redis_server import PrivateRedis
 from headwater_coordinator.settings import CoordinatorSettings
 from headwater_coordinator.store.changes import GroupChanges
+from headwater_coordinator.store.connection import connect, probe
 from headwater_coordinator.store.groups import GroupStore
 from headwater_coordinator.store.keyspace import Keyspace
 from headwater_coordinator.store.liveness import Liveness
 from headwater_coordinator.store.offsets import OffsetStore
 from headwater_kernel.app import create_service_app
+from headwater_kernel.errors import error_response
 
 _DESCRIPTION = (
     "Consumer groups: membership, server-side cooperative assignment and committed offsets, "
@@ -39,9 +42,12 @@ def create_app(
     """Build the app; Redis and the background tasks start with the app's lifespan.
 
     With an empty ``settings.redis_url`` the lifespan starts a private redis-server under
-    ``settings.data_dir`` and stops it at shutdown (in the lifespan, because uvicorn re-raises
-    SIGTERM after a graceful shutdown, so code after ``serve()`` never runs).
-    ``broker_transport`` lets tests reach a broker app in-process.
+    ``settings.data_dir``, restarts it if it dies or loses its socket, and stops it at shutdown
+    (in the lifespan, because uvicorn re-raises SIGTERM after a graceful shutdown, so code after
+    ``serve()`` never runs). ``broker_transport`` lets tests reach a broker app in-process.
+
+    While Redis (or every broker, where one is needed) does not answer, requests get 503 with
+    their code and ``Retry-After``; nothing needs restarting when it answers again.
     """
 
     @contextlib.asynccontextmanager
@@ -52,15 +58,18 @@ def create_app(
                 private = PrivateRedis(Path(settings.data_dir))
                 await asyncio.to_thread(private.start)
                 stack.callback(private.stop)
+                # Stopped before the server is: a watcher left running would restart it.
+                stack.push_async_callback(_cancel, asyncio.create_task(private.keep_running()))
                 url = private.url
+            app.state.redis_url = url
             await stack.enter_async_context(_serving(app, settings, url, broker_transport))
             yield
 
     async def ready() -> tuple[bool, dict[str, Any]]:
         try:
-            await app.state.redis.ping()
-        except Exception as exc:
-            return False, {"redis": f"{type(exc).__name__}: {exc}"}
+            await probe(app.state.redis_url)
+        except CoordinatorError as exc:
+            return False, {"redis": exc.message}
         return True, {"redis": "ok"}
 
     app = create_service_app(
@@ -69,10 +78,26 @@ def create_app(
         lifespan=lifespan,
         ready=ready,
     )
+    for error in RETRIABLE:
+        app.add_exception_handler(error, _retry_later)
     app.include_router(membership.router)
     app.include_router(offsets.router)
     app.include_router(groups.router)
     return app
+
+
+async def _retry_later(request: Request, exc: Exception) -> Response:
+    """A transient 503 (Redis or every broker down) tells the client when to try again."""
+    assert isinstance(exc, CoordinatorError)
+    response = error_response(exc)
+    response.headers["Retry-After"] = str(models.RETRY_AFTER_S)
+    return response
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 @contextlib.asynccontextmanager
@@ -83,8 +108,7 @@ async def _serving(
     broker_transport: httpx.AsyncBaseTransport | None,
 ) -> AsyncIterator[None]:
     """The coordinator on ``redis_url``, with its sweeper, change listener and lag gauges."""
-    # Requests wait for a free connection rather than fail when many arrive at once.
-    redis = Redis(connection_pool=BlockingConnectionPool.from_url(redis_url, max_connections=64))
+    redis = connect(redis_url)
     keys = Keyspace(settings.key_prefix)
     metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport)
     changes = GroupChanges(redis, keys.changes)
@@ -96,11 +120,12 @@ async def _serving(
         changes=changes,
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        sweep_interval_ms=settings.sweep_interval_ms,
     )
     app.state.redis = redis
     app.state.coordinator = coordinator
     tasks = [
-        asyncio.create_task(coordinator.run_sweeper(settings.sweep_interval_ms / 1000)),
+        asyncio.create_task(coordinator.run_sweeper()),
         asyncio.create_task(changes.listen()),
     ]
     gauges = LagGauges(coordinator)

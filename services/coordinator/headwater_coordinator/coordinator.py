@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -43,11 +42,14 @@ from headwater.groups.errors import (
     InvalidGroupIdError,
     InvalidResetError,
     InvalidTimeoutError,
+    InvalidTopicNameError,
+    StoreUnavailableError,
+    UnknownTopicOrPartitionError,
     UnsupportedAssignorError,
 )
 from headwater.topic_partition import TopicPartition
 from headwater.types import MemberEpoch, Offset, PartitionId
-from headwater_coordinator import metrics
+from headwater_coordinator import metrics, names
 from headwater_coordinator.assignor import ASSIGNORS
 from headwater_coordinator.group import (
     JOIN_EPOCH,
@@ -65,8 +67,6 @@ from headwater_coordinator.store.offsets import CommittedOffset, OffsetStore, Pa
 
 log = logging.getLogger("headwater.coordinator")
 
-GROUP_ID = re.compile(r"[A-Za-z0-9._-]{1,249}")
-TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 MIN_TIMEOUT_MS = 100
 MAX_SESSION_TIMEOUT_MS = 1_800_000
 MAX_REBALANCE_TIMEOUT_MS = 3_600_000
@@ -76,6 +76,10 @@ DEFAULT_REBALANCE_TIMEOUT_MS = 300_000
 RECONCILING_HEARTBEAT_MS = 100
 MAX_WAIT_MS = 30_000
 WAKE_COALESCE_S = 0.01
+# Sweeps by any process normally come every sweep interval; a longer pause than this (and at
+# least MIN_GAP_MS) means no coordinator kept the expiry clock: a gap, see Coordinator.sweep.
+GAP_SWEEPS = 4
+MIN_GAP_MS = 2_000
 
 ResetStrategy = Literal["earliest", "latest", "timestamp", "explicit"]
 
@@ -124,6 +128,7 @@ class Coordinator:
         changes: GroupChanges | None = None,
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3_000,
+        sweep_interval_ms: int = 500,
     ) -> None:
         self.group_store = group_store
         self.offset_store = offset_store
@@ -132,27 +137,37 @@ class Coordinator:
         self.changes = changes
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        # Start-up grace: while no coordinator ran, members could not heartbeat, so deadlines
-        # that passed meanwhile mean nothing. Like Kafka re-arming session timers when a
-        # coordinator loads a group, this process expires no one for one session timeout; a
-        # peer process that stayed up keeps expiring as usual.
-        self._expire_from = time.monotonic() + session_timeout_ms / 1000
+        self.sweep_interval_ms = sweep_interval_ms
+        self.gap_ms = max(MIN_GAP_MS, GAP_SWEEPS * sweep_interval_ms)
+        # When this process's sweeper last kept the expiry clock (monotonic s); see `expiring`.
+        self._kept_clock_at: float | None = None
+        self._store_lost = False
         # Topics each group subscribes to, as last seen by this process's full heartbeats; the
         # fast path compares their current sizes with the group's (an unknown group goes full).
         self._subscriptions: dict[str, frozenset[str]] = {}
 
     @property
     def expiring(self) -> bool:
-        return time.monotonic() >= self._expire_from
+        """Whether heartbeats may expire other members: only while this process's sweeper keeps
+        the expiry clock, so that any grace owed for a gap (``sweep``) is given first -- at
+        start-up, and after losing Redis for longer than a gap."""
+        if self._kept_clock_at is None:
+            return False
+        return time.monotonic() - self._kept_clock_at < self.gap_ms / 1000
 
     # --- validation ----------------------------------------------------------------------------
 
     @staticmethod
     def _check_group_id(group_id: str) -> None:
-        if not GROUP_ID.fullmatch(group_id):
-            raise InvalidGroupIdError(
-                f"group id {group_id!r} must be 1-249 characters of [A-Za-z0-9._-]"
-            )
+        if not names.is_valid(group_id):
+            raise InvalidGroupIdError(names.describe("group id", group_id))
+
+    @staticmethod
+    def _check_topics(topics: Iterable[str]) -> None:
+        """Kafka's topic name rule, checked before anything reads or changes state."""
+        for topic in topics:
+            if not names.is_valid(topic):
+                raise InvalidTopicNameError(names.describe("topic name", topic))
 
     @staticmethod
     def _check_request(request: HeartbeatRequest) -> None:
@@ -177,9 +192,8 @@ class Coordinator:
             raise InvalidRequestError("joining (member_epoch 0) needs topics")
         if request.member_epoch != JOIN_EPOCH and not request.member_id:
             raise InvalidRequestError("member_id is required unless joining")
-        for topic in request.topics or ():
-            if not TOPIC.fullmatch(topic):
-                raise InvalidRequestError(f"topic name {topic!r} is not valid")
+        Coordinator._check_topics(request.topics or ())
+        Coordinator._check_topics(tp.topic for tp in request.owned or ())
 
     async def _sizes(self, state: GroupState, extra: Iterable[str]) -> dict[str, int]:
         """Partition counts of every subscribed topic; the last known ones if brokers are down."""
@@ -321,11 +335,16 @@ class Coordinator:
             metrics.REBALANCES.inc(state.rebalances)
         metrics.GROUP_MEMBERS.labels(state.group_id).set(len(state.members))
 
-    async def sweep(self) -> int:
-        """Expire members past their deadline in every group; returns how many were expired."""
-        if not self.expiring:
-            return 0
-        now = now_ms()
+    async def sweep(self, now: int | None = None) -> int:
+        """Expire members past their deadline in every group; returns how many were expired.
+
+        Each member is expired by its own deadline, from the first sweep on. The one exception
+        is a gap: deadlines that fell while no coordinator kept the expiry clock (none ran, or
+        none reached Redis -- a sweep by any process is that clock's tick) are re-armed, since
+        those members could not heartbeat (``GroupState.rearm``).
+        """
+        now = now_ms() if now is None else now
+        await self._close_gap(now)
         expired = 0
         for group_id in await self.liveness.due_groups(now):
 
@@ -344,16 +363,47 @@ class Coordinator:
             await self.liveness.prune_deadlines(group_id, now, state.members)
         return expired
 
-    async def run_sweeper(self, interval_s: float) -> None:
+    async def _close_gap(self, now: int) -> None:
+        """Re-arm the deadlines that fell since the last sweep, if that was a gap ago; then
+        record this sweep. In that order: a process that starts meanwhile still sees the gap
+        and re-arms too (harmless), rather than expiring members not yet re-armed."""
+        last = await self.liveness.last_sweep()
+        if last is None or now - last > self.gap_ms:
+            since = 0 if last is None else last
+            rearmed = 0
+            for group_id in await self.liveness.groups_due_between(since, now):
+
+                async def operation(state: GroupState) -> list[str]:
+                    return state.rearm(since, now)
+
+                rearmed += len((await self.group_store.transact(group_id, operation)).result)
+            if rearmed:
+                log.info(
+                    "no coordinator kept the expiry clock for %s: %d members whose session "
+                    "ended meanwhile get a full session from now",
+                    "ever" if last is None else f"{now - last} ms",
+                    rearmed,
+                )
+        await self.liveness.record_sweep(now)
+        self._kept_clock_at = time.monotonic()
+
+    async def run_sweeper(self) -> None:
         """Sweep forever (every coordinator process runs one; Redis arbitrates)."""
         while True:
             try:
                 await self.sweep()
+                if self._store_lost:
+                    self._store_lost = False
+                    log.warning("Redis answers again; expiring members resumes")
             except asyncio.CancelledError:
                 raise
+            except StoreUnavailableError as exc:
+                if not self._store_lost:  # once per outage, not every sweep
+                    self._store_lost = True
+                    log.warning("Redis does not answer, expiring waits for it: %s", exc.__cause__)
             except Exception:
                 log.exception("expiry sweep failed")
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(self.sweep_interval_ms / 1000)
 
     # --- offsets -------------------------------------------------------------------------------
 
@@ -384,11 +434,13 @@ class Coordinator:
         member_epoch: int,
     ) -> None:
         """Store offsets from the partitions' current owner, or for a group without members
-        (no ``member_id``, epoch -1)."""
+        (no ``member_id``, epoch -1). Offsets for topics or partitions the brokers do not know
+        are refused (40403), so nothing is stored under a name no topic has."""
         self._check_group_id(group_id)
-        await self._check_offsets(offsets)
+        self._check_topics(o.topic for o in offsets)
         if member_id is None and member_epoch != LEAVE_EPOCH:
             raise InvalidRequestError("member_epoch needs a member_id")
+        await self._check_offsets(offsets)
         await self.offset_store.commit(
             group_id,
             offsets,
@@ -417,9 +469,10 @@ class Coordinator:
         """Set committed offsets of a group without members; returns all its offsets.
 
         ``earliest`` / ``latest`` / ``timestamp`` apply to every partition of ``topics``;
-        ``explicit`` sets exactly ``offsets``.
+        ``explicit`` sets exactly ``offsets``. Topics the brokers do not know are refused (40403).
         """
         self._check_group_id(group_id)
+        self._check_topics([*topics, *(o.topic for o in offsets)])
         state = await self.group_store.load(group_id)
         if state.members:
             raise GroupNotEmptyError(
@@ -439,7 +492,7 @@ class Coordinator:
             for topic in topics:
                 info = await self.metadata.topic(topic, fresh=True)
                 if info is None:
-                    raise InvalidResetError(f"topic {topic} does not exist")
+                    raise UnknownTopicOrPartitionError(f"topic {topic} does not exist")
                 for partition, end in sorted(info.end.items()):
                     if strategy == "earliest":
                         offset = info.beginning[partition]
@@ -451,7 +504,7 @@ class Coordinator:
                         offset = end if found is None else found
                     targets.append(PartitionOffset(topic, partition, offset))
         await self.offset_store.replace(group_id, targets, now_ms())
-        return await self.offsets(group_id)
+        return await self.offset_store.committed(group_id)
 
     # --- admin ---------------------------------------------------------------------------------
 
@@ -485,7 +538,9 @@ class Coordinator:
             (c.topic, c.partition): c.offset for c in await self.offset_store.committed(group_id)
         }
         owners = state.owners()
-        topics = sorted(state.subscribed_topics | {t for t, _ in committed})
+        # Offsets stored under a name no topic can have (before names were checked) are left out.
+        named = state.subscribed_topics | {t for t, _ in committed}
+        topics = sorted(t for t in named if names.is_valid(t))
         rows = []
         for topic in topics:
             info = await self.metadata.topic(topic, fresh=fresh)

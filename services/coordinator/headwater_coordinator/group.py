@@ -338,6 +338,27 @@ class GroupState:
         self.expired.extend(gone)
         return gone
 
+    def rearm(self, after_ms: int, now_ms: int) -> list[str]:
+        """Restart the clocks of members whose deadline fell in ``(after_ms, now_ms]``.
+
+        That span is one in which no coordinator kept the expiry clock (none was running, or
+        none reached Redis), so members could not heartbeat: as Kafka re-arms session timers
+        when a coordinator loads a group, each such member gets its own full session (and, if
+        revoking, its rebalance timeout) from ``now_ms``. Deadlines outside the span stand.
+        """
+        rearmed = []
+        for member in self.members.values():
+            session = after_ms < member.session_deadline_ms <= now_ms
+            revoke = after_ms < member.revoke_deadline_ms <= now_ms
+            if session:
+                member.last_heartbeat_ms = now_ms
+            if revoke:
+                member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
+            if session or revoke:
+                self.changed_members.add(member.member_id)
+                rearmed.append(member.member_id)
+        return rearmed
+
     def refresh_topics(self, sizes: Mapping[str, int]) -> None:
         """Record the partition counts of subscribed topics; a change starts a new epoch."""
         wanted = self.subscribed_topics

@@ -3,6 +3,11 @@
 The coordinator needs partition counts (for assignment), end offsets (lag, offset validation,
 resets) and timestamp lookups. Brokers are tried in order until one answers; concurrent requests
 for the same topic share one fetch, so a burst of heartbeats makes one broker call.
+
+A name that cannot be a topic (``headwater_coordinator.names``) is not asked about: no topic
+has it. Every other name still goes into a broker URL as escaped path segments
+(:func:`topic_path`), so that a name is only ever asked about as itself -- never as another route
+(``../healthz``) or another topic (``T?x=1``, ``T#frag``).
 """
 
 from __future__ import annotations
@@ -12,13 +17,23 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import httpx
 
 from headwater.groups.errors import BrokersUnavailableError, UnknownTopicOrPartitionError
 from headwater.types import Offset, PartitionId
+from headwater_coordinator import names
 
 log = logging.getLogger("headwater.coordinator")
+
+
+def topic_path(topic: str, *rest: str | int) -> str:
+    """``/topics/{topic}/...`` with every segment escaped (``/``, ``?``, ``#``, ``.`` included)."""
+    segments = [quote(str(s), safe="") for s in (topic, *rest)]
+    # quote() leaves "." alone, and a "." or ".." segment is collapsed by URL normalisation.
+    segments = [s.replace(".", "%2E") if s in (".", "..") else s for s in segments]
+    return "/topics/" + "/".join(segments)
 
 
 @dataclass(frozen=True)
@@ -69,15 +84,22 @@ class BrokerMetadata:
         raise BrokersUnavailableError(f"no broker answered {path}: {last}")
 
     async def _fetch(self, topic: str) -> TopicInfo | None:
-        response = await self._get(f"/topics/{topic}")
+        if not names.is_valid(topic):
+            # No topic has it; and the broker decodes an escaped "/" before routing, so a name
+            # holding one could reach another route however it is escaped.
+            return None
+        response = await self._get(topic_path(topic))
         if response.status_code == 404:
             return None
-        response.raise_for_status()
-        body = response.json()
-        beginning = {
-            PartitionId(p["partition"]): Offset(p["beginning_offset"]) for p in body["partitions"]
-        }
-        end = {PartitionId(p["partition"]): Offset(p["end_offset"]) for p in body["partitions"]}
+        try:
+            response.raise_for_status()
+            partitions = response.json()["partitions"]
+            beginning = {
+                PartitionId(p["partition"]): Offset(p["beginning_offset"]) for p in partitions
+            }
+            end = {PartitionId(p["partition"]): Offset(p["end_offset"]) for p in partitions}
+        except (httpx.HTTPStatusError, ValueError, KeyError, TypeError) as exc:
+            raise _unexpected(response, exc) from exc
         return TopicInfo(topic, beginning, end)
 
     async def topic(
@@ -144,12 +166,25 @@ class BrokerMetadata:
     async def offset_for_time(
         self, topic: str, partition: PartitionId, timestamp_ms: int
     ) -> Offset | None:
+        if not names.is_valid(topic):
+            raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
         response = await self._get(
-            f"/topics/{topic}/partitions/{partition}/offsets/lookup",
+            topic_path(topic, "partitions", int(partition), "offsets", "lookup"),
             params={"timestamp": timestamp_ms},
         )
         if response.status_code == 404:
             raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
-        response.raise_for_status()
-        offset = response.json()["offset"]
-        return None if offset is None else Offset(offset)
+        try:
+            response.raise_for_status()
+            offset = response.json()["offset"]
+            return None if offset is None else Offset(int(offset))
+        except (httpx.HTTPStatusError, ValueError, KeyError, TypeError) as exc:
+            raise _unexpected(response, exc) from exc
+
+
+def _unexpected(response: httpx.Response, exc: Exception) -> BrokersUnavailableError:
+    """A broker URL whose answer is not a broker's (another service, a proxy's error page)."""
+    return BrokersUnavailableError(
+        f"{response.request.url} answered HTTP {response.status_code} ({type(exc).__name__}), "
+        "not as a broker does"
+    )

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import compile_path
 
 from headwater.errors import (
     HeadwaterError,
@@ -28,6 +29,20 @@ log = logging.getLogger("headwater_kernel.errors")
 def error_response(error: HeadwaterError, media_type: str = "application/json") -> Response:
     """The ``{"error_code", "message"}`` answer for ``error``, with its HTTP status."""
     return JSONBody(error.to_body(), status_code=error.http_status, media_type=media_type)
+
+
+def allowed_methods(request: Request, starlette_allow: str = "") -> list[str]:
+    """Every method the app serves at the request's path, as its OpenAPI document lists them.
+
+    Starlette's own 405 names only the first route whose path matched, and a path often has
+    several (``GET`` and ``DELETE /groups/{g}`` are two routes).
+    """
+    methods = {m.strip() for m in starlette_allow.split(",") if m.strip()}
+    path = request.scope["path"]
+    for template, operations in request.app.openapi()["paths"].items():
+        if compile_path(template)[0].match(path):
+            methods |= {method.upper() for method in operations}
+    return sorted(methods)
 
 
 def install_error_handlers(
@@ -62,7 +77,10 @@ def install_error_handlers(
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         body = {"error_code": exc.status_code, "message": str(exc.detail)}
-        return JSONBody(body, status_code=exc.status_code, media_type=media_type)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # RFC 9110: a 405 names every method the resource allows
+            headers["Allow"] = ", ".join(allowed_methods(request, headers.get("Allow", "")))
+        return JSONBody(body, status_code=exc.status_code, media_type=media_type, headers=headers)
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)

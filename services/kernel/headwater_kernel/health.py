@@ -12,18 +12,6 @@ from starlette.responses import Response
 from headwater import __version__
 from headwater_kernel.body import JSONBody
 
-_NOT_READY: dict[str, Any] = {
-    "description": "A dependency does not answer; the body says which",
-    "content": {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "properties": {"status": {"type": "string", "enum": ["not ready"]}},
-                "required": ["status"],
-            }
-        }
-    },
-}
 ReadyCheck = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
 """A service's readiness: whether it can serve, and details to show (``{"topics": 3}``)."""
 
@@ -43,11 +31,27 @@ def add_health_routes(
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "service": name, "version": __version__, "pid": os.getpid()}
 
+    readiness = {
+        "type": "object",
+        "properties": {"status": {"type": "string", "enum": ["ready", "not ready"]}},
+        "required": ["status"],
+        "additionalProperties": True,  # one entry per dependency, as ``ready`` reports it
+    }
+
     @app.get(
         "/readyz",
         tags=["health"],
         summary="Readiness: storage and dependencies answer",
-        responses={503: _NOT_READY},
+        responses={
+            200: {
+                "description": "Ready",
+                "content": {"application/json": {"schema": readiness}},
+            },
+            503: {
+                "description": "Not ready: a dependency does not answer",
+                "content": {"application/json": {"schema": readiness}},
+            },
+        },
     )
     async def readyz() -> Response:
         ok, detail = (True, {}) if ready is None else await ready()

@@ -151,7 +151,7 @@ def test_failover_restart_and_at_least_once(platform: Platform) -> None:
 
         produce(platform, topic, partitions, start=1200, count=1200)
         # Restart the coordinator mid-run: state is in Redis, the group carries on with the
-        # same members (its start-up grace keeps them from expiring while it was down).
+        # same members (deadlines that fell while it was down are re-armed, not expired).
         platform.coordinator.stop()
         time.sleep(SESSION_MS / 1000)
         produce(platform, topic, partitions, start=2400, count=600)

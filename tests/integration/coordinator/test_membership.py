@@ -55,6 +55,10 @@ def test_new_partitions_are_assigned(api: TestClient, broker: ServiceProcess) ->
         ({"member_epoch": 3}, 422, 42200),
         ({"member_id": "nobody", "member_epoch": 3}, 404, 40402),
         ({"member_epoch": "x"}, 422, 42200),
+        # Integers are JSON integers: no booleans, no numbers in strings.
+        ({"member_epoch": False, "topics": ["t"]}, 422, 42200),
+        ({"member_epoch": "0", "topics": ["t"]}, 422, 42200),
+        ({"member_epoch": 0, "topics": ["t"], "wait_ms": True}, 422, 42200),
     ],
 )
 def test_bad_heartbeats_get_their_codes_and_change_nothing(

@@ -1,4 +1,5 @@
-"""Dependencies the routes share: the running app's :class:`Coordinator`."""
+"""Dependencies the routes share (the running app's :class:`Coordinator`), and the errors every
+route of a kind can answer with."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from headwater.errors import HeadwaterError, InvalidRequestError, MalformedRequestError
+from headwater.groups.errors import InvalidGroupIdError, StoreUnavailableError
 from headwater_coordinator.coordinator import Coordinator
 
 
@@ -16,3 +19,9 @@ async def get_coordinator(request: Request) -> Coordinator:
 
 
 CoordinatorDep = Annotated[Coordinator, Depends(get_coordinator)]
+
+GROUP_ERRORS: tuple[type[HeadwaterError], ...] = (InvalidGroupIdError, StoreUnavailableError)
+"""Every route under ``/groups/{group_id}``: a group id the core refuses; Redis not answering."""
+
+BODY_ERRORS: tuple[type[HeadwaterError], ...] = (MalformedRequestError, InvalidRequestError)
+"""Every route with a JSON body: not JSON (400); a field of the wrong type or range (422)."""

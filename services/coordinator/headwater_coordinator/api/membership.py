@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from headwater.groups.errors import (
+    FencedInstanceIdError,
+    FencedMemberEpochError,
+    InvalidTimeoutError,
+    InvalidTopicNameError,
+    UnknownMemberError,
+    UnsupportedAssignorError,
+)
 from headwater_coordinator.api import models
-from headwater_coordinator.api.deps import CoordinatorDep
+from headwater_coordinator.api.deps import BODY_ERRORS, GROUP_ERRORS, CoordinatorDep
 from headwater_kernel.body import JSONBody
 
 router = APIRouter(default_response_class=JSONBody, tags=["membership"])
@@ -15,9 +23,19 @@ router = APIRouter(default_response_class=JSONBody, tags=["membership"])
     "/groups/{group_id}/heartbeat",
     response_model=models.HeartbeatResponse,
     summary="Join (epoch 0), heartbeat and reconcile, or leave (-1, static -2)",
+    responses=models.error_responses(
+        *GROUP_ERRORS,
+        *BODY_ERRORS,
+        UnknownMemberError,
+        FencedMemberEpochError,
+        FencedInstanceIdError,
+        InvalidTimeoutError,
+        UnsupportedAssignorError,
+        InvalidTopicNameError,
+    ),
 )
 async def heartbeat(
-    group_id: str, body: models.HeartbeatBody, coordinator: CoordinatorDep
+    group_id: models.GroupId, body: models.HeartbeatBody, coordinator: CoordinatorDep
 ) -> models.HeartbeatResponse:
     answer = await coordinator.heartbeat(
         group_id,

@@ -1,23 +1,144 @@
-"""Request and response bodies of the coordinator's HTTP API (pydantic models), and how each
-is made from, or turned into, the core's types."""
+"""Request and response bodies of the coordinator's HTTP API (pydantic models), how each is made
+from, or turned into, the core's types, and how errors are documented (:func:`error_responses`).
+
+Where the core checks a value with its own error code (a topic name: 42206; a negative offset:
+42201), the constraint is documented here but not enforced by pydantic, which would answer the
+generic 42200 first; ranges the core does not check (64-bit offsets) are enforced here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from fastapi import Path
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic_core import core_schema
 
+from headwater.errors import HeadwaterError
+from headwater.groups.errors import InvalidTopicNameError
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset, PartitionId
 from headwater_coordinator import coordinator as core
+from headwater_coordinator import names
+from headwater_coordinator.assignor import ASSIGNORS
 from headwater_coordinator.group import GroupState, Member, encode_partitions
 from headwater_coordinator.store.offsets import CommittedOffset, PartitionOffset
 
+MAX_INT32 = 2**31 - 1
+# Offsets and timestamps: the largest integer every JSON tool reads exactly (many hold numbers as
+# doubles); far beyond any log end or epoch-ms timestamp, and well inside Kafka's 64 bits.
+MAX_OFFSET = 2**53 - 1
+RETRY_AFTER_S = 1
+
+
+@dataclass(frozen=True)
+class JsonInteger:
+    """An integer request field as JSON Schema defines one, within ``[ge, le]``: ``1`` and ``1.0``
+    are integers; ``true`` and ``"1"`` -- which pydantic's lax mode would also read as 1 -- are
+    not. Built from pydantic-core's own validators, as a check in Python per field would cost as
+    much as the rest of a commit. Use as ``Annotated[int, JsonInteger(ge, le)]``."""
+
+    ge: int | None = None
+    le: int | None = None
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        whole_float = core_schema.chain_schema(
+            [
+                core_schema.float_schema(strict=True),
+                core_schema.no_info_plain_validator_function(_whole),
+            ]
+        )
+        integer = core_schema.union_schema(
+            [core_schema.int_schema(strict=True), whole_float],
+            custom_error_type="int_type",  # pydantic's own "Input should be a valid integer"
+        )
+        bounds = core_schema.int_schema(strict=True, ge=self.ge, le=self.le)
+        return core_schema.chain_schema([integer, bounds])
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "integer"}
+        if self.ge is not None:
+            out["minimum"] = self.ge
+        if self.le is not None:
+            out["maximum"] = self.le
+        return out
+
+
+def _whole(value: float) -> int:
+    if not value.is_integer():
+        raise ValueError("Input should be an integer")
+    return int(value)
+
+
+Int32 = Annotated[int, JsonInteger(-MAX_INT32 - 1, MAX_INT32)]
+PartitionNumber = Annotated[int, JsonInteger(le=MAX_INT32)]  # the core refuses negatives (42201)
+OffsetNumber = Annotated[int, JsonInteger(le=MAX_OFFSET)]  # likewise
+NAME_SCHEMA: dict[str, Any] = {
+    "pattern": f"^{names.PATTERN}$",
+    "minLength": 1,
+    "maxLength": names.MAX_LENGTH,
+}
+"""A topic name (and a group id): Kafka's rule, as the core checks it."""
+ASSIGNOR_SCHEMA: dict[str, Any] = {"anyOf": [{"enum": sorted(ASSIGNORS)}, {"type": "null"}]}
+NATURAL: dict[str, Any] = {"minimum": 0}
+"""Partitions and offsets: the core refuses negative ones with its own code (42201)."""
+
+
+def _timeout(low: int, high: int) -> dict[str, Any]:
+    """A timeout field: left out, null or 0 for the default, else within [low, high] (42202)."""
+    return {
+        "anyOf": [
+            {"type": "integer", "minimum": low, "maximum": high},
+            {"const": 0},
+            {"type": "null"},
+        ]
+    }
+
+
+GroupId = Annotated[
+    str, Path(description="the group (42204 if not a valid name)", json_schema_extra=NAME_SCHEMA)
+]
+
+
+class ErrorBody(BaseModel):
+    """Every error: a stable five-digit code (first three digits = HTTP status) and a message."""
+
+    error_code: int
+    message: str
+
+
+def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the errors a route can answer with: per status, the error body
+    and the codes it carries; a 503 also documents ``Retry-After``."""
+    by_status: dict[int, list[type[HeadwaterError]]] = {}
+    for error in sorted(set(errors), key=lambda e: e.error_code):
+        by_status.setdefault(error.http_status, []).append(error)
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status, group in sorted(by_status.items()):
+        entry: dict[str, Any] = {
+            "model": ErrorBody,
+            "description": "\n".join(f"- {e.error_code}: {e.default_message()}" for e in group),
+        }
+        if status == 503:
+            entry["headers"] = {
+                "Retry-After": {
+                    "description": "seconds to wait before sending the request again",
+                    "schema": {"type": "integer"},
+                }
+            }
+        responses[status] = entry
+    return responses
+
 
 class TopicPartitions(BaseModel):
-    topic: str
-    partitions: list[int]
+    topic: str = Field(json_schema_extra=NAME_SCHEMA)
+    partitions: list[Annotated[int, JsonInteger(0, MAX_INT32)]]
 
     @classmethod
     def of(cls, tps: Iterable[TopicPartition]) -> list[TopicPartitions]:
@@ -28,25 +149,57 @@ class TopicPartitions(BaseModel):
 class HeartbeatBody(BaseModel):
     """Join (``member_epoch`` 0), heartbeat, or leave (-1; -2 = static member leaves for now)."""
 
+    # Joining needs a subscription; everything else names the member (42200 otherwise).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"member_epoch": {"const": 0}}},
+            "then": {"required": ["topics"], "properties": {"topics": {"type": "array"}}},
+            "else": {
+                "required": ["member_id"],
+                "properties": {"member_id": {"type": "string", "minLength": 1}},
+            },
+        }
+    )
+
     member_id: str | None = Field(default=None, max_length=255)
-    member_epoch: int
+    member_epoch: Annotated[int, JsonInteger(-2, MAX_INT32)]
     instance_id: str | None = Field(default=None, max_length=255)
-    topics: list[str] | None = Field(default=None, description="subscription; required to join")
+    topics: list[Annotated[str, Field(json_schema_extra=NAME_SCHEMA)]] | None = Field(
+        default=None, description="subscription; required to join"
+    )
     owned: list[TopicPartitions] | None = Field(
         default=None, description="partitions the member owns right now (releases revoked ones)"
     )
-    session_timeout_ms: int | None = None
-    rebalance_timeout_ms: int | None = None
-    assignor: str | None = Field(default=None, description="uniform (default) or range")
-    wait_ms: int = Field(
+    session_timeout_ms: Int32 | None = Field(
+        default=None,
+        description="0 or left out: the coordinator's default",
+        json_schema_extra=_timeout(core.MIN_TIMEOUT_MS, core.MAX_SESSION_TIMEOUT_MS),
+    )
+    rebalance_timeout_ms: Int32 | None = Field(
+        default=None,
+        description=f"0 or left out: {core.DEFAULT_REBALANCE_TIMEOUT_MS}",
+        json_schema_extra=_timeout(core.MIN_TIMEOUT_MS, core.MAX_REBALANCE_TIMEOUT_MS),
+    )
+    assignor: str | None = Field(
+        default=None,
+        description="uniform (the default) or range (42203 otherwise)",
+        json_schema_extra=ASSIGNOR_SCHEMA,
+    )
+    wait_ms: Int32 = Field(
         default=0,
         description="long-poll: when the answer would tell the member nothing new, hold it up "
-        "to this long (at most half the session timeout) until the group changes",
+        "to this long (at most half the session timeout) until the group changes (42202 "
+        "outside the range)",
+        json_schema_extra={"minimum": 0, "maximum": core.MAX_WAIT_MS},
     )
 
     def owned_partitions(self) -> set[TopicPartition] | None:
         if self.owned is None:
             return None
+        # Checked here: an entry without partitions names a topic the set below leaves out.
+        for entry in self.owned:
+            if not names.is_valid(entry.topic):
+                raise InvalidTopicNameError(names.describe("topic name", entry.topic))
         return {TopicPartition(o.topic, PartitionId(p)) for o in self.owned for p in o.partitions}
 
 
@@ -67,17 +220,28 @@ class HeartbeatResponse(BaseModel):
 
 
 class OffsetEntry(BaseModel):
-    topic: str
-    partition: int
-    offset: int
+    topic: str = Field(json_schema_extra=NAME_SCHEMA)
+    partition: PartitionNumber = Field(description="negative: 42201", json_schema_extra=NATURAL)
+    offset: OffsetNumber = Field(
+        description="negative or beyond the log end: 42201",
+        json_schema_extra=NATURAL,
+    )
     metadata: str = Field(default="", max_length=4096)
 
 
 class CommitBody(BaseModel):
     """Offsets to commit: from a member at its epoch, or without a member for an empty group."""
 
-    member_id: str | None = None
-    member_epoch: int = -1
+    # Without a member, the epoch is -1 (42200 otherwise).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"member_id": {"type": "null"}}},
+            "then": {"properties": {"member_epoch": {"const": -1}}},
+        }
+    )
+
+    member_id: str | None = Field(default=None, max_length=255)
+    member_epoch: Int32 = -1
     offsets: list[OffsetEntry]
 
     def partition_offsets(self) -> list[PartitionOffset]:
@@ -215,9 +379,12 @@ class GroupLag(BaseModel):
 
 
 class ResetPartition(BaseModel):
-    topic: str
-    partition: int
-    offset: int
+    topic: str = Field(json_schema_extra=NAME_SCHEMA)
+    partition: PartitionNumber = Field(description="negative: 42201", json_schema_extra=NATURAL)
+    offset: OffsetNumber = Field(
+        description="negative or beyond the log end: 42201",
+        json_schema_extra=NATURAL,
+    )
 
 
 class ResetBody(BaseModel):
@@ -227,9 +394,36 @@ class ResetBody(BaseModel):
     ``explicit`` sets exactly ``offsets``.
     """
 
+    # What each strategy needs (42205 without it).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                {
+                    "if": {
+                        "properties": {"strategy": {"enum": ["earliest", "latest", "timestamp"]}}
+                    },
+                    "then": {"required": ["topics"], "properties": {"topics": {"minItems": 1}}},
+                },
+                {
+                    "if": {"properties": {"strategy": {"const": "timestamp"}}},
+                    "then": {
+                        "required": ["timestamp"],
+                        "properties": {"timestamp": {"type": "integer"}},
+                    },
+                },
+                {
+                    "if": {"properties": {"strategy": {"const": "explicit"}}},
+                    "then": {"required": ["offsets"], "properties": {"offsets": {"minItems": 1}}},
+                },
+            ]
+        }
+    )
+
     strategy: core.ResetStrategy
-    topics: list[str] = Field(default_factory=list)
-    timestamp: int | None = None
+    topics: list[Annotated[str, Field(json_schema_extra=NAME_SCHEMA)]] = Field(default_factory=list)
+    timestamp: Annotated[int, JsonInteger(0, MAX_OFFSET)] | None = Field(
+        default=None, description="epoch ms"
+    )
     offsets: list[ResetPartition] = Field(default_factory=list)
 
     def partition_offsets(self) -> list[PartitionOffset]:

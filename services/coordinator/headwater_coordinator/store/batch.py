@@ -73,9 +73,15 @@ class BatchQueue:
                 pending.clear()
                 try:
                     await self._run(group_id, batch)
+                except Exception as exc:
+                    # The batch could not be stored (Redis does not answer): every request
+                    # in it gets that error now, rather than each retrying it in turn.
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(exc)
                 except BaseException:
-                    # Cancelled or failed before answering: whoever holds the lock next runs
-                    # the unanswered requests.
+                    # Cancelled before answering: whoever holds the lock next runs the
+                    # unanswered requests.
                     pending[:0] = [item for item in batch if not item.future.done()]
                     raise
         return future.result()

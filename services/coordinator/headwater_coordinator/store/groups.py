@@ -30,6 +30,7 @@ from headwater_coordinator.store.batch import (
     apply,
 )
 from headwater_coordinator.store.changes import notice
+from headwater_coordinator.store.connection import reaching_redis
 from headwater_coordinator.store.keyspace import Keyspace
 from headwater_coordinator.store.liveness import fast_record
 
@@ -45,6 +46,7 @@ class GroupStore:
         self.retention_ms = offsets_retention_ms
         self.batches = BatchQueue(self._run_batch)
 
+    @reaching_redis
     async def load(self, group_id: str) -> GroupState:
         raw = await self.redis.hgetall(self.keys.group(group_id))
         beats = await self.redis.hgetall(self.keys.beats(group_id))
@@ -86,6 +88,7 @@ class GroupStore:
         operations that are waiting for it (``store.batch``)."""
         return await self.batches.submit(group_id, operation)
 
+    @reaching_redis
     async def _run_batch(self, group_id: str, batch: list[Pending]) -> None:
         key = self.keys.group(group_id)
         while True:
@@ -157,17 +160,20 @@ class GroupStore:
             pipe.pexpire(self.keys.offsets(g), self.retention_ms)
             pipe.delete(self.keys.beats(g))
 
+    @reaching_redis
     async def is_fenced(self, group_id: str, member_id: str | None) -> bool:
         """Whether ``member_id`` was replaced by a static rejoin (recently enough to remember)."""
         if not member_id:
             return False
         return bool(await self.redis.exists(self.keys.fenced(group_id, member_id)))
 
+    @reaching_redis
     async def exists(self, group_id: str) -> bool:
         """A group exists while it has state or committed offsets."""
         n = await self.redis.exists(self.keys.group(group_id), self.keys.offsets(group_id))
         return bool(n)
 
+    @reaching_redis
     async def delete(self, group_id: str) -> None:
         """Delete an empty group and its offsets."""
         key = self.keys.group(group_id)
@@ -188,6 +194,7 @@ class GroupStore:
                 except WatchError:
                     continue
 
+    @reaching_redis
     async def group_ids(self) -> list[str]:
         """Ids of the groups that exist, sorted; ids whose keys are gone are forgotten."""
         members = cast(set[bytes], await self.redis.smembers(self.keys.groups))

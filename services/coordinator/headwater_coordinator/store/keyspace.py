@@ -5,6 +5,7 @@ the whole layout (``P`` is COORDINATOR_KEY_PREFIX)::
 
     P groups                 set    every group id that may exist (pruned lazily when listed)
     P deadlines              zset   "group\\0member" -> epoch ms when the member expires
+    P swept                  string epoch ms of the last expiry sweep by any coordinator process
     P group:{g}              hash   "meta" -> JSON (epochs, assignor, topic sizes, created),
                                     "size" -> member count, "m:{member id}" -> member JSON
     P offsets:{g}            hash   "topic:partition" -> JSON {offset, metadata, commit_timestamp}
@@ -46,6 +47,10 @@ class Keyspace:
     @property
     def deadlines(self) -> str:
         return f"{self.prefix}deadlines"
+
+    @property
+    def swept(self) -> str:
+        return f"{self.prefix}swept"
 
     @property
     def changes(self) -> str:

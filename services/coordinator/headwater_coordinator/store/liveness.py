@@ -1,4 +1,4 @@
-"""Member liveness: the fast heartbeat script, the beats it records, the deadlines the sweep reads.
+"""Member liveness: fast heartbeats, the deadlines the sweep reads, and when a sweep last ran.
 
 The seam: a stable member's heartbeat is one Lua script that records liveness beside the group
 -- without the group's lock, without WATCH, never aborting a group transaction -- while every
@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from headwater.topic_partition import TopicPartition
 from headwater.types import GroupEpoch, MemberEpoch
 from headwater_coordinator.group import Member
+from headwater_coordinator.store.connection import reaching_redis
 from headwater_coordinator.store.keyspace import Keyspace
 
 # The steady-state heartbeat, in one step: a member that is stable (owns exactly its target at
@@ -104,6 +105,7 @@ class Liveness:
         self.keys = keys
         self._fast_heartbeat = redis.register_script(FAST_HEARTBEAT_SCRIPT)
 
+    @reaching_redis
     async def fast_heartbeat(self, beat: FastHeartbeat) -> Member | None:
         """Record a stable member's heartbeat in one script; None if it needs the full path.
 
@@ -127,6 +129,7 @@ class Liveness:
         )
         return None if raw is None else Member.from_json(orjson.loads(raw))
 
+    @reaching_redis
     async def due_groups(self, now_ms: int, limit: int = 500) -> set[str]:
         """Groups that have a member past its deadline (for the expiry sweep)."""
         due = cast(
@@ -135,6 +138,26 @@ class Liveness:
         )
         return {entry.split(b"\0", 1)[0].decode() for entry in due}
 
+    @reaching_redis
+    async def groups_due_between(self, after_ms: int, until_ms: int) -> set[str]:
+        """Groups that have a member whose deadline lies in ``(after_ms, until_ms]``."""
+        due = cast(
+            list[bytes],
+            await self.redis.zrangebyscore(self.keys.deadlines, f"({after_ms}", until_ms),
+        )
+        return {entry.split(b"\0", 1)[0].decode() for entry in due}
+
+    @reaching_redis
+    async def last_sweep(self) -> int | None:
+        """When any coordinator process last swept (epoch ms); None if none ever did."""
+        raw = await self.redis.get(self.keys.swept)
+        return None if raw is None else int(raw)
+
+    @reaching_redis
+    async def record_sweep(self, now_ms: int) -> None:
+        await self.redis.set(self.keys.swept, now_ms)
+
+    @reaching_redis
     async def prune_deadlines(self, group_id: str, now_ms: int, alive: Iterable[str]) -> None:
         """Drop due deadline entries of the group's members that no longer exist."""
         due = cast(

@@ -25,6 +25,7 @@ from headwater.groups.errors import (
     UnknownMemberError,
 )
 from headwater.types import MemberEpoch, Offset, PartitionId
+from headwater_coordinator.store.connection import reaching_redis
 from headwater_coordinator.store.keyspace import Keyspace
 
 # KEYS: group hash, offsets hash, fenced marker, groups set.
@@ -108,6 +109,7 @@ class OffsetStore:
         self.retention_ms = retention_ms
         self._commit = redis.register_script(COMMIT_SCRIPT)
 
+    @reaching_redis
     async def commit(
         self,
         group_id: str,
@@ -151,6 +153,7 @@ class OffsetStore:
             )
         raise PartitionNotOwnedError(f"member {member_id} does not own partition {detail}")
 
+    @reaching_redis
     async def committed(self, group_id: str) -> list[CommittedOffset]:
         """The group's committed offsets, sorted by topic and partition."""
         raw = cast(dict[bytes, bytes], await self.redis.hgetall(self.keys.offsets(group_id)))
@@ -169,6 +172,7 @@ class OffsetStore:
             )
         return sorted(out, key=lambda c: (c.topic, c.partition))
 
+    @reaching_redis
     async def replace(self, group_id: str, offsets: Sequence[PartitionOffset], now_ms: int) -> None:
         """Overwrite committed offsets of a group that has no members (an offsets reset)."""
         key = self.keys.group(group_id)

@@ -1,0 +1,70 @@
+"""The SDK through a Redis outage under a coordinator process: a member's commit is retried while
+the coordinator answers 503 50311, and lands once Redis is back -- no restart of anything."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from headwater import AdminClient, Producer
+from headwater.groups.client import CoordinatorClient
+from headwater.groups.membership import GroupMembership
+from headwater.topic_partition import TopicPartition
+from headwater.types import PartitionId
+from tests.integration.coordinator.redis_process import RedisProcess, wait_until
+from tests.support import ServiceProcess, free_port, unique
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[tuple[ServiceProcess, ServiceProcess, RedisProcess]]:
+    port, data = free_port(), str(tmp_path / "broker")
+    env = {"BROKER_PORT": str(port), "BROKER_DATA_DIR": data, "BROKER_FSYNC": "never"}
+    with ServiceProcess("headwater_broker", port, env, tmp_path / "broker.log") as broker:
+        store = RedisProcess(tmp_path / "redis").start()
+        port = free_port()
+        env = {
+            "COORDINATOR_PORT": str(port),
+            "COORDINATOR_BROKERS": broker.url,
+            "COORDINATOR_REDIS_URL": store.url,
+            "COORDINATOR_HEARTBEAT_INTERVAL_MS": "200",
+        }
+        try:
+            with ServiceProcess("headwater_coordinator", port, env, tmp_path / "c.log") as coord:
+                yield broker, coord, store
+        finally:
+            store.stop()
+
+
+def test_a_commit_is_retried_through_a_redis_outage(
+    platform: tuple[ServiceProcess, ServiceProcess, RedisProcess],
+) -> None:
+    broker, coordinator, store = platform
+    topic, group = unique("t"), unique("g")
+    tp = TopicPartition(topic, PartitionId(0))
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, 1)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        for i in range(5):
+            producer.produce(topic, b"%d" % i, partition=0)
+        producer.flush(30)
+    with CoordinatorClient(coordinator.url) as client:
+        member = GroupMembership(client, group, [topic], session_timeout_ms=10_000)
+        member.start()
+        try:
+            wait_until(lambda: tp in member.take_assignment().partitions, 20, "the partition")
+            member.report_owned({tp})
+            store.stop()
+            back = threading.Timer(1.5, store.start)
+            back.start()
+            try:
+                member.commit({tp: 3}, timeout_s=20)
+            finally:
+                back.join()
+            assert client.committed(group) == {tp: 3}
+        finally:
+            member.leave()
