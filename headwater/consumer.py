@@ -98,6 +98,8 @@ class Consumer(Closeable):
             client_id=cfg.client_id,
         )
         self._assignment: list[TopicPartition] = []
+        self._paused: set[TopicPartition] = set()
+        self._active: list[TopicPartition] = []  # assigned and not paused: what is fetched
         self._positions: dict[TopicPartition, Offset | None] = {}
         self._buffered: dict[TopicPartition, deque[Message]] = {}
         self._round_robin = 0
@@ -118,12 +120,44 @@ class Consumer(Closeable):
         self._positions = {tp: self._positions.get(tp) for tp in new}
         self._buffered = {tp: self._buffered.get(tp, deque()) for tp in new}
         self._assignment = new
+        self._paused &= set(new)
+        self._active = [tp for tp in new if tp not in self._paused]
         for tp in given:
             if tp.offset >= 0 or tp.offset in (OFFSET_BEGINNING, OFFSET_END):
                 self.seek(tp)
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
+
+    def unassign(self) -> None:
+        """Read nothing (``assign([])``)."""
+        self.assign([])
+
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Add ``partitions`` to the assignment (with their offsets, as ``assign``)."""
+        given = list(partitions)
+        self.assign([*self._assignment, *given])
+        for tp in given:
+            if tp.offset >= 0 or tp.offset in (OFFSET_BEGINNING, OFFSET_END):
+                self.seek(tp)
+
+    def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Remove ``partitions`` from the assignment."""
+        gone = {TopicPartition(tp.topic, tp.partition) for tp in partitions}
+        self.assign([tp for tp in self._assignment if tp not in gone])
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop returning and fetching ``partitions`` (they stay assigned, positions kept)."""
+        for tp in partitions:
+            self._require_assigned(TopicPartition(tp.topic, tp.partition))
+            self._paused.add(TopicPartition(tp.topic, tp.partition))
+        self._active = [tp for tp in self._assignment if tp not in self._paused]
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Return and fetch ``partitions`` again."""
+        for tp in partitions:
+            self._paused.discard(TopicPartition(tp.topic, tp.partition))
+        self._active = [tp for tp in self._assignment if tp not in self._paused]
 
     def seek(self, partition: TopicPartition) -> None:
         """The next records of ``partition`` (assigned) start at ``partition.offset``: an
@@ -172,6 +206,18 @@ class Consumer(Closeable):
         bounded by ``request.timeout.ms``."""
         offsets = self._servers.current.offsets(partition.topic, partition.partition)
         return offsets.beginning_offset, offsets.end_offset
+
+    def offsets_for_times(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> list[TopicPartition]:
+        """For each partition, whose ``offset`` holds a timestamp (ms), the earliest offset
+        whose record's timestamp is at or after it; ``OFFSET_END`` (-1) where there is none."""
+        out = []
+        for tp in partitions:
+            found = self._servers.current.offset_for_timestamp(tp.topic, tp.partition, tp.offset)
+            offset = OFFSET_END if found.offset is None else found.offset
+            out.append(TopicPartition(tp.topic, tp.partition, offset))
+        return out
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's topics (or just ``topic``) with their partitions; see
@@ -238,7 +284,7 @@ class Consumer(Closeable):
     def _poll_once(self, limit: int, timeout: float) -> list[Message]:
         """Up to ``limit`` messages, waiting up to ``timeout`` seconds for some."""
         self._before_poll()
-        if not self._assignment:
+        if not self._active:
             time.sleep(timeout)
             return []
         deadline = time.monotonic() + timeout
@@ -258,16 +304,15 @@ class Consumer(Closeable):
             if out or remaining_ms <= 0:
                 return out
             # Nothing yet: long-poll, sharing the wait between partitions (fetch is per partition).
-            wait_ms = max(
-                min(remaining_ms, self.config.fetch_max_wait_ms) // len(self._assignment), 1
-            )
+            wait_ms = max(min(remaining_ms, self.config.fetch_max_wait_ms) // len(self._active), 1)
 
     def _rotation(self) -> list[TopicPartition]:
-        """Assigned partitions starting after the last one served, so none starves."""
-        n = len(self._assignment)
+        """Partitions fetched (assigned, not paused) starting after the last one served, so none
+        starves."""
+        n = len(self._active)
         start = self._round_robin % n
         self._round_robin += 1
-        return list(itertools.islice(itertools.cycle(self._assignment), start, start + n))
+        return list(itertools.islice(itertools.cycle(self._active), start, start + n))
 
     def _take_buffered(self, limit: int) -> list[Message]:
         out: list[Message] = []
