@@ -277,3 +277,42 @@ def test_broker_client_rest_proxy_routes(broker: ServiceProcess) -> None:
         )
         assert [p.partition for p in client.list_partitions(topic)] == [0, 1]
         assert client.healthy()
+
+
+def test_pause_resume_and_incremental_assignment(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 20, partitions=2)
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic, 0)])
+        consumer.incremental_assign([_tp(topic, 1, offset=5)])
+        assert consumer.assignment() == [_tp(topic, 0), _tp(topic, 1)]
+        assert [tp.offset for tp in consumer.position([_tp(topic, 1)])] == [5]
+        consumer.pause([_tp(topic, 0)])
+        got = consumer.consume(100, 5.0)
+        assert {(m.partition(), m.offset()) for m in got} == {(1, o) for o in range(5, 10)}
+        assert consumer.consume(100, 0.2) == []  # partition 0 is paused, 1 is drained
+        consumer.resume([_tp(topic, 0)])
+        assert [m.offset() for m in consumer.consume(100, 5.0)] == list(range(10))
+        consumer.incremental_unassign([_tp(topic, 0)])
+        assert consumer.assignment() == [_tp(topic, 1)]
+        consumer.unassign()
+        assert consumer.assignment() == []
+        assert consumer.poll(0.1) is None
+
+
+def test_watermarks_and_offsets_for_times(broker: ServiceProcess) -> None:
+    topic = unique("times")
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, 1)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        for ts in (1000, 2000, 3000):
+            producer.produce(topic, b"t%d" % ts, partition=0, timestamp=ts)
+        assert producer.flush(30) == 0
+    with Consumer({"bootstrap.servers": broker.url}) as consumer:
+        assert consumer.get_watermark_offsets(_tp(topic)) == (0, 3)
+        found = consumer.offsets_for_times([_tp(topic, offset=1500), _tp(topic, offset=9999)])
+        assert [(tp.topic, tp.partition, tp.offset) for tp in found] == [
+            (topic, 0, 1),
+            (topic, 0, -1),  # OFFSET_END: no record at or after that time
+        ]
+        assert topic in consumer.list_topics().topics

@@ -378,3 +378,59 @@ def test_partitions_added_after_start_are_found(broker: ServiceProcess) -> None:
         with AdminClient({"bootstrap.servers": broker.url}) as admin:
             admin.create_partitions(topic, 3)
         assert producer.produce(topic, b"b", partition=2).result(10).partition == 2
+
+
+def test_delivery_reports_run_in_poll_and_flush_and_len_counts_records(
+    broker: ServiceProcess,
+) -> None:
+    topic = _topic(broker, 1)
+    reports: list[tuple[BaseException | None, int]] = []
+    caller = threading.get_ident()
+    threads: set[int] = set()
+
+    def report(err: BaseException | None, msg: Message) -> None:
+        threads.add(threading.get_ident())
+        reports.append((err, msg.offset()))
+
+    # A long linger holds the records in one open batch until flush() or poll() pushes them out.
+    with Producer({"bootstrap.servers": broker.url, "linger.ms": 60_000}) as producer:
+        for i in range(3):
+            producer.produce(topic, b"%d" % i, callback=report)
+        assert len(producer) == 3  # records, not batches
+        assert producer.poll(0) == 0  # nothing delivered yet, so nothing ran
+        assert producer.flush(30) == 0
+        assert reports == [(None, 0), (None, 1), (None, 2)]
+        assert threads == {caller}  # on the thread that called flush(), as confluent-kafka
+        with pytest.raises(TypeError, match="on_delivery or callback"):
+            producer.produce(topic, b"x", on_delivery=report, callback=report)
+    with Producer({"bootstrap.servers": broker.url, "linger.ms": 0}) as producer:
+        producer.produce(topic, b"3", on_delivery=report)
+        served = 0
+        deadline = time.monotonic() + 30
+        while not served and time.monotonic() < deadline:
+            served = producer.poll(1.0)
+        assert (served, reports[-1], len(producer)) == (1, (None, 3), 0)  # poll() ran it
+
+
+def test_a_failed_delivery_reports_its_error_and_a_raising_callback_reaches_the_caller(
+    broker: ServiceProcess,
+) -> None:
+    from headwater.errors import RecordTooLargeError
+
+    topic = _topic(broker, 1, **{"max.message.bytes": "2000"})
+    seen: list[tuple[BaseException | None, Message]] = []
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        producer.produce(topic, b"x" * 5000, on_delivery=lambda err, msg: seen.append((err, msg)))
+        assert producer.flush(30) == 0
+        [(err, msg)] = seen
+        assert isinstance(err, RecordTooLargeError)
+        assert msg.error() is err
+        assert (msg.topic(), msg.partition(), msg.offset()) == (topic, 0, -1001)
+
+        def boom(err: BaseException | None, msg: Message) -> None:
+            raise RuntimeError("callback failed")
+
+        producer.produce(topic, b"ok", on_delivery=boom)
+        with pytest.raises(RuntimeError, match="callback failed"):
+            producer.flush(30)
+        assert len(producer) == 0
