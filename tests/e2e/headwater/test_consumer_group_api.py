@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from headwater import OFFSET_INVALID, AdminClient, Consumer, Message, Producer, TopicPartition
+from headwater.consumer import RebalanceCallback
+from headwater.groups.errors import FencedInstanceIdError
 from tests.support import ServiceProcess, free_port, unique
 
 pytestmark = pytest.mark.e2e
@@ -130,3 +132,36 @@ def test_rebalance_callbacks_get_the_consumer_and_a_sorted_list(platform: Platfo
         assert consumer.poll(0.1) is None
     finally:
         consumer.close()
+
+
+def test_a_fenced_member_calls_on_lost_not_on_revoke(platform: Platform) -> None:
+    topic, group = _topic(platform, 1, 2), unique("g")
+    calls: list[tuple[str, list[int]]] = []
+
+    def record(name: str) -> RebalanceCallback:
+        return lambda c, ps: calls.append((name, [t.partition for t in ps]))
+
+    first = Consumer(_config(platform, group))
+    first.subscribe(
+        [topic], on_revoke=record("revoke"), on_lost=record("lost"), instance_id="static-1"
+    )
+    _read(first, 2)
+    # A static member that starts again under the same instance id replaces the running one:
+    # the old one is fenced, and its partitions may already be read by the new one.
+    second = Consumer(_config(platform, group))
+    second.subscribe([topic], instance_id="static-1")
+
+    def poll_until_fenced() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            first.poll(0.5)
+
+    try:
+        # The fenced member's next poll() drops its partitions through on_lost, then raises.
+        with pytest.raises(FencedInstanceIdError, match="replaced by a newer member"):
+            poll_until_fenced()
+        assert calls == [("lost", [0])]
+        assert first.assignment() == []
+    finally:
+        second.close()
+        first.close()
