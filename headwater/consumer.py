@@ -135,11 +135,7 @@ class Consumer(Closeable):
 
     def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Add ``partitions`` to the assignment (with their offsets, as ``assign``)."""
-        given = list(partitions)
-        self.assign([*self._assignment, *given])
-        for tp in given:
-            if tp.offset >= 0 or tp.offset in (OFFSET_BEGINNING, OFFSET_END):
-                self.seek(tp)
+        self.assign([*self._assignment, *partitions])
 
     def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
         """Remove ``partitions`` from the assignment."""

@@ -74,10 +74,12 @@ class Producer(RecordAccumulator, Closeable):
         """Flush (up to ``timeout``), then stop the sender and close connections."""
         if self._closed:
             return
-        self.flush(timeout)
-        self._stop_appends()
-        self._sender.stop()
-        self._servers.close()
+        try:
+            self.flush(timeout)  # a delivery callback that raises reaches the caller from here
+        finally:
+            self._stop_appends()
+            self._sender.stop()
+            self._servers.close()
 
     def poll(self, timeout: float | None = None) -> int:
         """Run the delivery callbacks whose reports arrived, waiting up to ``timeout`` seconds
