@@ -410,6 +410,8 @@ def test_delivery_reports_run_in_poll_and_flush_and_len_counts_records(
         while not served and time.monotonic() < deadline:
             served = producer.poll(1.0)
         assert (served, reports[-1], len(producer)) == (1, (None, 3), 0)  # poll() ran it
+        metadata = producer.list_topics(topic, timeout=10)  # as AdminClient.list_topics
+        assert sorted(metadata.topics[topic].partitions) == [0]
 
 
 def test_a_failed_delivery_reports_its_error_and_a_raising_callback_reaches_the_caller(
