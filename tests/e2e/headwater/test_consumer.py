@@ -316,3 +316,21 @@ def test_watermarks_and_offsets_for_times(broker: ServiceProcess) -> None:
             (topic, 0, -1),  # OFFSET_END: no record at or after that time
         ]
         assert topic in consumer.list_topics().topics
+
+
+def test_log_append_time_topics_say_so_in_the_timestamp_type(broker: ServiceProcess) -> None:
+    topic = unique("append-time")
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, 1, configs={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        producer.produce(topic, b"stamped by the broker", timestamp=1_000)
+        assert producer.flush(30) == 0
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic)])
+        msg = consumer.poll(5.0)
+        assert msg is not None
+        kind, ms = msg.timestamp()
+        assert kind == 2  # TIMESTAMP_LOG_APPEND_TIME
+        assert ms >= before - 1000  # the broker's clock, not the producer's 1000
