@@ -52,7 +52,9 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("cluster", help="the broker cluster")
-    commands = parser.add_subparsers(dest="cluster_command", required=True)
+    commands = parser.add_subparsers(
+        dest="cluster_command", metavar="COMMAND", required=True, help="what to do"
+    )
     described = commands.add_parser(
         "describe", help="cluster id, controller and brokers (any broker answers)"
     )
