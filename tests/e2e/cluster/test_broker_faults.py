@@ -48,7 +48,6 @@ def test_kill_the_controller_another_takes_over_and_admin_works(tmp_path: Path) 
         created = cluster.post(others[0], "/topics", json={"name": topic, "partitions": 2})
         assert created.status_code == 201, created.text
 
-
         def led_by_live_brokers() -> bool:
             described = cluster.get(others[1], f"/topics/{topic}").json()
             return {p["leader"] for p in described["partitions"]} <= set(others)
