@@ -143,3 +143,61 @@ def test_a_second_broker_with_a_live_id_is_refused_and_the_first_keeps_serving(
         assert brokers[1]["state"] == "active"
         assert brokers[1]["url"] == cluster.url(1)
         assert cluster.get(1, "/cluster").status_code == 200
+
+
+def test_any_broker_answers_rest_requests_and_fast_paths_only_at_the_leader(
+    tmp_path: Path,
+) -> None:
+    with running_cluster(tmp_path, sqlite_url(tmp_path), 2) as cluster:
+        controller, _epoch = cluster.controller(0)
+        other = 1 - controller
+        topic = unique("anywhere")
+        # Admin at the broker that is not the controller is carried out by the controller.
+        created = cluster.post(
+            other, "/topics", json={"name": topic, "replica_assignment": [[controller]]}
+        )
+        assert created.status_code == 201, created.text
+        assert created.headers["headwater-forwarded-by"] == str(other)
+        assert cluster.get(other, "/topics").json().count(topic) == 1  # read-your-writes
+        # REST Proxy produce, JSON fetch and offsets at the non-leader are relayed.
+        produced = cluster.post(
+            other,
+            f"/topics/{topic}",
+            json={"records": [{"value": {"n": 1}}, {"value": {"n": 2}}]},
+            headers={"content-type": "application/vnd.kafka.json.v2+json"},
+        )
+        assert produced.status_code == 200, produced.text
+        assert [o["offset"] for o in produced.json()["offsets"]] == [0, 1]
+        fetched = cluster.get(
+            other,
+            f"/topics/{topic}/partitions/0/records",
+            headers={"accept": "application/vnd.kafka.json.v2+json"},
+        )
+        assert [r["value"] for r in fetched.json()] == [{"n": 1}, {"n": 2}]
+        offsets = cluster.get(other, f"/topics/{topic}/partitions/0/offsets").json()
+        assert offsets == {"beginning_offset": 0, "end_offset": 2}
+        # The fast paths answer only at the leader; the body names it.
+        refused = cluster.produce(other, topic, 0, b"x")
+        assert refused.status_code == 421
+        assert refused.json() == {
+            "error_code": 42101,
+            "message": f"Broker {other} does not lead partition 0 of topic '{topic}'; "
+            f"broker {controller} does",
+            "leader_id": controller,
+            "leader_url": cluster.url(controller),
+            "leader_epoch": 0,
+        }
+        raw = cluster.get(
+            other,
+            f"/topics/{topic}/partitions/0/records",
+            headers={"accept": "application/vnd.headwater.batches"},
+        )
+        assert (raw.status_code, raw.json()["error_code"]) == (421, 42101)
+        # A request already relayed once is never relayed again.
+        twice = cluster.get(
+            other,
+            f"/topics/{topic}/partitions/0/offsets",
+            headers={"Headwater-Forwarded-By": str(controller)},
+        )
+        assert (twice.status_code, twice.json()["error_code"]) == (421, 42101)
+        assert cluster.produce(controller, topic, 0, b"y").status_code == 200
