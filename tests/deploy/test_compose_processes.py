@@ -6,8 +6,9 @@ is parsed (tests/deploy/compose.py); each service's ``command`` is run as is (wi
 as ``python``) and its ``environment`` kept, except what only makes sense inside the compose
 network, rewritten by one rule each: listen ports become free loopback ports, ``0.0.0.0`` becomes
 ``127.0.0.1``, data directories move to ``tmp_path``, container host:port pairs (``broker-0:8082``,
-``redis:6379``) point at the test's processes and the machine's Redis, the PostgreSQL URL (the registry's
-and the brokers' metadata) becomes a fresh database, and the Redis key prefix a private one.
+``redis:6379``) point at the test's processes and the machine's Redis, the PostgreSQL URLs (the
+registry's and the brokers' metadata) become a fresh database, and the Redis key prefix a private
+one.
 """
 
 from __future__ import annotations
