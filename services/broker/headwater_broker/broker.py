@@ -465,10 +465,6 @@ class Broker:
         if self.replicas is not None:
             await self.replicas.settle()
 
-    def _writable(self, topic_name: str) -> None:
-        if not self.is_open:
-            raise ServiceUnavailableError("The broker is not open")
-
     async def create_topic(
         self,
         name: str,
