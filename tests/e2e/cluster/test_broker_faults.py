@@ -201,3 +201,29 @@ def test_any_broker_answers_rest_requests_and_fast_paths_only_at_the_leader(
         )
         assert (twice.status_code, twice.json()["error_code"]) == (421, 42101)
         assert cluster.produce(controller, topic, 0, b"y").status_code == 200
+
+
+def test_replicas_spread_over_racks_and_the_factor_is_checked(tmp_path: Path) -> None:
+    racks = {0: "r0", 1: "r0", 2: "r1"}
+    with running_cluster(tmp_path, sqlite_url(tmp_path), 3, racks) as cluster:
+        assert {b["broker_id"]: b["rack"] for b in cluster.cluster(1)["brokers"]} == racks
+        topic = unique("racks")
+        created = cluster.post(
+            1, "/topics", json={"name": topic, "partitions": 4, "replication_factor": 2}
+        )
+        assert created.status_code == 201, created.text
+        for p in created.json()["partitions"]:
+            replicas = [r["broker"] for r in p["replicas"]]
+            assert {racks[b] for b in replicas} == {"r0", "r1"}, replicas
+        leaders = [p["leader"] for p in created.json()["partitions"]]
+        assert max(leaders.count(b) for b in racks) - min(leaders.count(b) for b in racks) <= 1
+        default = cluster.post(0, "/topics", json={"name": unique("default")}).json()
+        assert [len(p["replicas"]) for p in default["partitions"]] == [3]  # min(3, brokers)
+        refused = cluster.post(0, "/topics", json={"name": "x", "replication_factor": 4})
+        assert (refused.status_code, refused.json()) == (
+            422,
+            {
+                "error_code": 42204,
+                "message": "Replication factor 4 is larger than the number of active brokers, 3",
+            },
+        )
