@@ -227,3 +227,28 @@ def test_replicas_spread_over_racks_and_the_factor_is_checked(tmp_path: Path) ->
                 "message": "Replication factor 4 is larger than the number of active brokers, 3",
             },
         )
+
+
+def test_a_broker_whose_id_was_taken_over_while_stopped_exits_non_zero(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, sqlite_url(tmp_path), 2) as cluster:
+        old = cluster.processes[1]
+        assert old.process is not None
+        old.process.send_signal(signal.SIGSTOP)
+        try:
+            env = {**cluster.env(1, free_port()), "BROKER_DATA_DIR": str(tmp_path / "successor")}
+            successor = ServiceProcess(
+                "headwater_broker", int(env["BROKER_PORT"]), env, log_path=tmp_path / "next.log"
+            )
+            # The stopped broker's session expires; the successor registers the id.
+            successor.start(timeout=60)
+            cluster.processes[9] = successor  # stopped with the cluster
+        finally:
+            old.process.send_signal(signal.SIGCONT)
+        assert old.process.wait(timeout=60) == 1
+        assert "was replaced by another process" in (tmp_path / "broker-1.log").read_text()
+
+        def successor_recorded() -> bool:
+            brokers = {b["broker_id"]: b for b in cluster.cluster(0)["brokers"]}
+            return bool(brokers[1]["url"] == successor.url and brokers[1]["state"] == "active")
+
+        wait_for(successor_recorded, 30, "the successor recorded active under id 1")
