@@ -35,7 +35,7 @@ async def at_leader(
 
 async def at_controller(request: Request, broker: Broker) -> Response | None:
     """None if this broker is the active controller, else the controller's answer."""
-    url = broker.controller_url()
+    url = await broker.controller_url()
     if url is None:
         return None
     if forwarded(request):
