@@ -193,7 +193,7 @@ class Sim:
             lead.isr_proposal(self.now)
         if commit and lead.pending is not None:
             self.partition_epoch += 1
-            self.isr = list(lead.pending.isr)
+            self.isr = [m.broker_id for m in lead.pending.isr]
             lead.update_partition(
                 partition_epoch=self.partition_epoch,
                 isr=self.isr,

@@ -19,6 +19,9 @@ from headwater.errors import (
     UnknownLeaderEpochError,
 )
 from headwater.records.batch import iter_batches
+from headwater.types import BrokerId
+from headwater_broker.cluster.election import IsrMember
+from headwater_broker.cluster.state import BrokerEpoch
 from headwater_broker.log.leader_epoch import EpochEntry
 from headwater_broker.replication.leader import serve_fetch
 from headwater_broker.replication.wire import FetchPartition, PartitionResult, ReplicaFetchRequest
@@ -230,11 +233,11 @@ async def test_isr_shrinks_after_the_lag_time_and_grows_when_caught_up(tmp_path:
     await sim.fetch(1)  # broker 1 keeps up
     proposal = sim.lead.isr_proposal(sim.now)
     assert proposal is not None
-    assert proposal.isr == (0, 1)
-    assert proposal.body["isr"] == [
-        {"broker_id": 0, "broker_epoch": 1},
-        {"broker_id": 1, "broker_epoch": 1},
-    ]
+    assert proposal.isr == (
+        IsrMember(BrokerId(0), BrokerEpoch(1)),
+        IsrMember(BrokerId(1), BrokerEpoch(1)),
+    )
+    assert (proposal.leader_id, proposal.leader_epoch, proposal.partition_epoch) == (0, 1, 1)
     # While the shrink is pending, the high watermark still waits for broker 2.
     await sim.append(["c"])
     await sim.fetch(1)
@@ -248,7 +251,7 @@ async def test_isr_shrinks_after_the_lag_time_and_grows_when_caught_up(tmp_path:
     await sim.fetch(2)
     proposal = sim.lead.isr_proposal(sim.now)
     assert proposal is not None
-    assert proposal.isr == (0, 1, 2)
+    assert [m.broker_id for m in proposal.isr] == [0, 1, 2]
     sim.isr_step(commit=True)
     assert sim.isr == [0, 1, 2]
 

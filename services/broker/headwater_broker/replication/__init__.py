@@ -1,9 +1,10 @@
 """Replication between the replicas of a partition (docs/cluster.md, "Replication").
 
-Framework-free: these modules know partition logs and asyncio, not HTTP routes or the cluster
-metadata, so they are tested against real log directories on their own. The broker wires them:
-its replica manager creates a :class:`~.leader.PartitionLeader` when it becomes a partition's
-leader and a :class:`~.follower.FollowerPartition` when it follows one, a route serves
+Framework-free: these modules know partition logs and asyncio (and the controller's pure
+proposal type), not HTTP routes or the metadata store, so they are tested against real log
+directories on their own. The broker wires them: its replica manager creates a
+:class:`~.leader.PartitionLeader` when it becomes a partition's leader and a
+:class:`~.follower.FollowerPartition` when it follows one, a route serves
 ``POST /replication/fetch`` with :func:`~.leader.serve_fetch`, and fetcher tasks send the
 requests and apply the answers.
 

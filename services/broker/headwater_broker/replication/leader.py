@@ -4,8 +4,9 @@ A :class:`PartitionLeader` exists while this broker leads a partition in one lea
 epoch (or losing leadership) retires it (:meth:`PartitionLeader.resign`) and the replica manager
 makes another. It answers follower fetches (:meth:`handle_fetch`; :func:`serve_fetch` for a
 whole long-polling request), keeps each follower's fetch state, computes the high watermark and
-proposes in-sync set changes as data (:meth:`isr_proposal`) for the cluster layer to send to the
-controller. Rules, with Kafka's names where they come from:
+proposes in-sync set changes as data (:meth:`isr_proposal`: the controller's own
+``IsrProposal``, for the cluster layer to send to ``POST /cluster/controller/isr``). Rules,
+with Kafka's names where they come from:
 
 - A fetch whose leader epoch is older than ours is refused with 40904 (FENCED_LEADER_EPOCH), a
   newer one with 40905 (UNKNOWN_LEADER_EPOCH); one from an older incarnation of the follower
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from headwater.errors import (
     BrokerError,
@@ -41,6 +42,9 @@ from headwater.errors import (
     UnknownLeaderEpochError,
 )
 from headwater.records.batch import BatchHeader
+from headwater.types import BrokerId
+from headwater_broker.cluster.election import IsrMember, IsrProposal
+from headwater_broker.cluster.state import BrokerEpoch, LeaderEpoch, PartitionEpoch
 from headwater_broker.log.leader_epoch import UNDEFINED_EPOCH
 from headwater_broker.log.partition import AppendResult, PartitionLog
 from headwater_broker.replication.acks import AckWaiters
@@ -81,31 +85,6 @@ class FollowerState:
         return (
             self.log_end_offset == leader_end or now_ms - self.last_caught_up_ms <= lag_time_max_ms
         )
-
-
-@dataclass(frozen=True, slots=True)
-class IsrProposal:
-    """An in-sync set change the leader asks the controller to commit (CAS on partition epoch)."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
-    member_epochs: dict[int, int] = field(default_factory=dict)  # broker id -> broker epoch
-
-    @property
-    def body(self) -> dict[str, object]:
-        """The JSON body of ``POST /cluster/controller/isr``."""
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "leader_epoch": self.leader_epoch,
-            "partition_epoch": self.partition_epoch,
-            "isr": [
-                {"broker_id": b, "broker_epoch": self.member_epochs.get(b, -1)} for b in self.isr
-            ],
-        }
 
 
 class PartitionLeader:
@@ -157,7 +136,7 @@ class PartitionLeader:
     def maximal_isr(self) -> set[int]:
         members = set(self.isr)
         if self.pending is not None:
-            members.update(self.pending.isr)
+            members.update(m.broker_id for m in self.pending.isr)
         return members
 
     def update_partition(
@@ -254,15 +233,21 @@ class PartitionLeader:
                 return None
             isr = (*self.isr, *joining)
             log.info("%s: proposing to expand the ISR %s to %s", self.name, self.isr, isr)
-        epochs = {b: self.followers[b].broker_epoch for b in isr if b in self.followers}
-        epochs[self.broker_id] = self.broker_epoch
+
+        def member(broker: int) -> IsrMember:
+            epoch = self.broker_epoch if broker == self.broker_id else -1
+            if broker in self.followers:
+                epoch = self.followers[broker].broker_epoch
+            return IsrMember(BrokerId(broker), BrokerEpoch(epoch))
+
+        plog = self.plog
         self.pending = IsrProposal(
-            self.plog.topic,
-            self.plog.partition,
-            self.leader_epoch,
-            self.partition_epoch,
-            isr,
-            epochs,
+            plog.topic,
+            plog.partition,
+            BrokerId(self.broker_id),
+            LeaderEpoch(self.leader_epoch),
+            PartitionEpoch(self.partition_epoch),
+            tuple(member(b) for b in isr),
         )
         return self.pending
 
