@@ -15,6 +15,7 @@ CORE = (
     "headwater_broker.metrics",
     "headwater_broker.producer_registry",
     "headwater_broker.replication.acks",
+    "headwater_broker.replication.fetcher",
     "headwater_broker.replication.follower",
     "headwater_broker.replication.leader",
     "headwater_broker.replication.wire",

@@ -14,6 +14,8 @@ requests and apply the answers.
   follower's fetch state, the in-sync set (proposals as data) and the high watermark.
 - ``follower.py`` -- the follower's side: truncation on divergence, appends as the leader stored
   them, the high watermark learnt from the leader.
+- ``fetcher.py`` -- a follower's fetcher task per leader broker (long-polls, applies, backs off),
+  and ``answer_fetch``, the leader's side of the route without a web framework.
 - ``acks.py`` -- ``acks=all``: waits answered when the high watermark passes a batch, failed on
   leadership loss, timeout or a too small in-sync set.
 """
