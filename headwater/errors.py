@@ -43,6 +43,11 @@ class HeadwaterError(Exception):
     def to_body(self) -> dict[str, Any]:
         return {"error_code": self.error_code, "message": self.message}
 
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
+        """Rebuild from a body: subclasses whose body carries more fields read them here."""
+        return cls(message)
+
 
 class ErrorFamily:
     """The codes one service speaks, looked up in both directions.
@@ -72,7 +77,7 @@ class ErrorFamily:
         """Rebuild the typed error from an HTTP error response (status and decoded JSON body)."""
         if isinstance(body, dict) and isinstance(body.get("error_code"), int):
             cls = self.for_code(body["error_code"])
-            error = cls(str(body.get("message", "")))
+            error = cls.from_fields(str(body.get("message", "")), body)
             if cls is UnknownServerError:
                 error.message = f"HTTP {status}, error_code {body['error_code']}: {error.message}"
             return error
@@ -354,6 +359,16 @@ class NotLeaderOrFollowerError(BrokerError):
             "leader_epoch": self.leader_epoch,
         }
 
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> NotLeaderOrFollowerError:
+        url = body.get("leader_url")
+        return cls(
+            message,
+            leader_id=_int(body.get("leader_id")),
+            leader_url=url if isinstance(url, str) else None,
+            leader_epoch=_int(body.get("leader_epoch")),
+        )
+
 
 @BROKER.register
 class FencedLeaderEpochError(BrokerError):
@@ -470,6 +485,15 @@ class NotControllerError(BrokerError):
             "controller_url": self.controller_url,
         }
 
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> NotControllerError:
+        url = body.get("controller_url")
+        return cls(
+            message,
+            controller_id=_int(body.get("controller_id")),
+            controller_url=url if isinstance(url, str) else None,
+        )
+
 
 @BROKER.register
 class MetadataUnavailableError(BrokerError):
@@ -486,3 +510,8 @@ class RequestTimedOutError(BrokerError):
     error_code = 50401
     http_status = 504
     kafka_code = 7  # REQUEST_TIMED_OUT
+
+
+def _int(value: Any) -> int:
+    """A broker id or epoch from a body; -1 (none) for anything that is not an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
