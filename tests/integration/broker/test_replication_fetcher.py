@@ -22,7 +22,7 @@ from headwater.records.batch import iter_batches
 from headwater.types import PartitionId
 from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.fetcher import FETCH_PATH, ReplicaFetcher, answer_fetch
-from headwater_broker.replication.follower import FollowerPartition
+from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader
 from headwater_broker.replication.wire import MEDIA_TYPE
 from headwater_broker.topic_config import TopicConfig
@@ -150,7 +150,7 @@ async def test_a_fetcher_copies_every_partition_and_drives_acks_all(tmp_path: Pa
     assert followers[0].plog.high_watermark == 10
 
 
-async def test_a_fenced_follower_pauses_and_an_unreachable_leader_is_retried(
+async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
     tmp_path: Path,
 ) -> None:
     leader_log = open_log(tmp_path / "leader")
@@ -167,6 +167,7 @@ async def test_a_fenced_follower_pauses_and_an_unreachable_leader_is_retried(
     body = bytearray(values_batch(["a"]))
     await lead.append(body, list(iter_batches(body)), NOW, acks=1, timeout_s=1)
     stale = FollowerPartition(open_log(tmp_path / "follower"), leader_id=1, leader_epoch=5)
+    outcomes: list[ApplyOutcome] = []
     async with leader_server({("t", 0): lead}) as url, httpx.AsyncClient() as client:
         fetcher = ReplicaFetcher(
             broker_id=2,
@@ -176,12 +177,14 @@ async def test_a_fenced_follower_pauses_and_an_unreachable_leader_is_retried(
             client=client,
             now_ms=lambda: NOW,
             backoff_s=0.05,
+            on_outcome=lambda _f, o: outcomes.append(o),
         )
         fetcher.add(stale)
         fetcher.start()
         try:
-            await until(lambda: fetcher.partitions[("t", 0)].paused)
-            assert fetcher.partitions[("t", 0)].paused  # 40904: waits for new metadata
+            await until(lambda: len(outcomes) >= 2)
+            assert {o.error_code for o in outcomes} == {40904}  # asked again, refused again
+            assert all(o.needs_metadata for o in outcomes)
             assert stale.plog.log_end_offset == 0
             fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
             await until(lambda: stale.plog.log_end_offset == 1)

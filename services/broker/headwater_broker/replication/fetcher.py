@@ -7,9 +7,10 @@ removing a partition interrupts a request in flight, so a new follower starts co
 
 Failures never stop the loop: a leader that does not answer or answers with an error status is
 tried again after a back-off (the metadata moves the partition to another leader meanwhile, and
-the replica manager moves it to that leader's fetcher); a partition whose answer says this
-broker's view is stale (fenced epoch, not leader, stale broker epoch) is paused until the
-replica manager hands it a new :class:`FollowerPartition`.
+the replica manager moves it to that leader's fetcher); a partition whose answer says one side's
+view is stale (fenced or unknown epoch, not leader yet) is asked again after a back-off, until
+the replica manager hands it a new :class:`FollowerPartition`; one this broker cannot store
+(a storage error, a refused batch) is paused until then.
 
 :func:`answer_fetch` is the leader's side of the same route, without a web framework: request
 bytes in, answer chunks out.
@@ -150,37 +151,48 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while True:
-            self._changed.clear()
-            request, chosen = self._request()
-            if not chosen:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), self.backoff_s)
-                continue
-            send = asyncio.ensure_future(self._send(request))
-            changed = asyncio.ensure_future(self._changed.wait())
             try:
-                await asyncio.wait({send, changed}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                changed.cancel()
-                if not send.done():
-                    # The partitions changed (ask again with the new set), or we are stopping.
-                    send.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await send
-            if send.cancelled():
-                continue
-            try:
-                results = send.result()
-            except (httpx.HTTPError, MalformedFetchResponseError, HeadwaterError) as exc:
-                log.warning(
-                    "replica fetch from broker %d at %s failed: %s",
-                    self.leader_id,
-                    self.leader_url,
-                    exc,
-                )
+                await self._round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug must not stop replication silently: log it whole and go on.
+                log.exception("replica fetcher of broker %d failed; retrying", self.leader_id)
                 await asyncio.sleep(self.backoff_s)
-                continue
-            await self._apply(results, chosen)
+
+    async def _round(self) -> None:
+        """One request and its answer (or one wait when there is nothing to fetch)."""
+        self._changed.clear()
+        request, chosen = self._request()
+        if not chosen:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self.backoff_s)
+            return
+        send = asyncio.ensure_future(self._send(request))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({send, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            if not send.done():
+                # The partitions changed (ask again with the new set), or we are stopping.
+                send.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await send
+        if send.cancelled():
+            return
+        try:
+            results = send.result()
+        except (httpx.HTTPError, MalformedFetchResponseError, HeadwaterError) as exc:
+            log.warning(
+                "replica fetch from broker %d at %s failed: %s",
+                self.leader_id,
+                self.leader_url,
+                exc,
+            )
+            await asyncio.sleep(self.backoff_s)
+            return
+        await self._apply(results, chosen)
 
     async def _send(self, request: ReplicaFetchRequest) -> list[PartitionResult]:
         timeout = request.max_wait_ms / 1000 + 10
@@ -212,9 +224,10 @@ class ReplicaFetcher:
                 log.error("replicating %s-%d failed: %s", result.topic, result.partition, exc)
                 followed.paused = True
                 continue
-            if outcome.needs_metadata:
-                followed.paused = True
-            elif outcome.retry:
+            if outcome.needs_metadata or outcome.retry:
+                # Either side's metadata may be behind (a leader that has not taken the
+                # partition yet answers 42101): ask again after a back-off; the replica manager
+                # replaces this follower state when this broker's view changes.
                 followed.retry_at = loop_now + self.backoff_s
             if self.on_outcome is not None:
                 self.on_outcome(followed.follower, outcome)
