@@ -292,3 +292,16 @@ async def test_retention_moves_the_first_epoch_to_the_new_log_start(tmp_path: Pa
         await lead(plog, 1, batch(2, size=60))
     assert await plog.enforce_retention(NOW) > 0
     assert plog.epochs.entries() == [EpochEntry(1, plog.log_start_offset)]
+
+
+async def test_fsync_always_counts_only_synced_batches_as_the_local_end(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader", fsync="always")
+    follower = open_log(tmp_path / "follower", fsync="always")
+    await lead(leader, 1, batch(2), batch(3))
+    # The leader's append returns once synced: its local end (what the high watermark may
+    # count) is then its log end.
+    assert leader.local_end_offset == leader.log_end_offset == 5
+    await follower.append_as_follower(stored(leader), NOW)
+    # So does the follower's: the fetch offset it reports next counts only synced batches.
+    assert follower.local_end_offset == follower.log_end_offset == 5
+    assert not follower.active.dirty

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from headwater.errors import HeadwaterError
+from headwater_broker import metrics
 from headwater_broker.cluster.election import IsrProposal
 from headwater_broker.cluster.state import PartitionState
 from headwater_broker.log.partition import PartitionLog
@@ -60,6 +61,7 @@ class Replication:
         self._task: asyncio.Task[None] | None = None
         self._sending: set[Key] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._lag_series: set[Key] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="replication")
@@ -208,6 +210,7 @@ class Replication:
                 if proposal is not None:
                     self._sending.add(key)
                     self._spawn(self._propose(key, leader, proposal))
+            self._update_metrics()
             if loop.time() >= next_checkpoint:
                 next_checkpoint = loop.time() + CHECKPOINT_INTERVAL_S
                 for plog in list(self.logs.values()):
@@ -215,6 +218,25 @@ class Replication:
                         plog.checkpoint_high_watermark()
                     except OSError as exc:
                         log.warning("checkpointing the high watermark of %s: %s", plog.topic, exc)
+
+    def _update_metrics(self) -> None:
+        under_replicated = under_min_isr = 0
+        for (topic, partition), leader in self.leaders.items():
+            if len(leader.isr) < len(leader.replicas):
+                under_replicated += 1
+            if len(leader.isr) < leader.min_insync_replicas:
+                under_min_isr += 1
+            end = leader.plog.log_end_offset
+            lag = max(
+                (end - max(f.log_end_offset, 0) for f in leader.followers.values()), default=0
+            )
+            metrics.FOLLOWER_LAG.labels(topic, str(partition)).set(lag)
+        metrics.UNDER_REPLICATED_PARTITIONS.set(under_replicated)
+        metrics.UNDER_MIN_ISR_PARTITIONS.set(under_min_isr)
+        for topic, partition in self._lag_series - set(self.leaders):
+            with contextlib.suppress(KeyError):
+                metrics.FOLLOWER_LAG.remove(topic, str(partition))
+        self._lag_series = set(self.leaders)
 
     async def _propose(self, key: Key, leader: PartitionLeader, proposal: IsrProposal) -> None:
         try:
