@@ -370,3 +370,14 @@ async def test_long_poll_fetch_returns_when_the_leader_appends(tmp_path: Path) -
     # A partition this broker does not lead is answered at once, without waiting.
     quick = await serve_fetch(request, lambda _t, _p: None, not_leader, lambda: sim.now)
     assert quick[0].error_code == 42101
+
+
+async def test_a_closed_leader_log_answers_the_entry_with_an_error(tmp_path: Path) -> None:
+    sim = Sim(tmp_path, n=2)
+    await sim.append(["a"])
+    follower = sim.replicas[1].follower
+    assert follower is not None
+    await sim.leader.plog.delete()  # the topic was deleted while followers fetch
+    result = sim.lead.handle_fetch(follower.fetch_entry(), 1, 1, sim.now)
+    assert result.error_code == 40401
+    assert not result.records

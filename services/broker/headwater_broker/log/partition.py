@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from headwater.errors import (
+    BrokerError,
     CorruptRecordError,
     OffsetOutOfRangeError,
     StorageError,
@@ -381,7 +382,11 @@ class PartitionLog:
             self._sync_task = None
         self._publish(end)
 
-    def _closed_error(self) -> Exception:
+    def closed_error(self) -> BrokerError:
+        """What a request to this log gets once it is closed (40401 when deleted, else 50003)."""
+        return self._closed_error()
+
+    def _closed_error(self) -> BrokerError:
         if self.deleted:
             return TopicNotFoundError(f"Topic '{self.topic}' was deleted")
         return StorageError(f"Partition {self.topic}-{self.partition} is closed")

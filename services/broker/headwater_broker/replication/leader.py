@@ -37,7 +37,6 @@ from headwater.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     StaleBrokerEpochError,
     UnknownLeaderEpochError,
 )
@@ -310,6 +309,8 @@ class PartitionLeader:
                 ),
             )
         plog = self.plog
+        if plog.closed:
+            return self._error(entry, plog.closed_error())
         leader_end = plog.log_end_offset
         if entry.last_fetched_epoch != UNDEFINED_EPOCH:
             end = plog.epochs.end_offset_for(entry.last_fetched_epoch, leader_end)
@@ -317,7 +318,9 @@ class PartitionLeader:
                 return self._result(entry, diverging=Diverging(end.epoch, end.end_offset))
         try:
             data = plog.read(entry.fetch_offset, entry.max_bytes, upper_bound=leader_end)
-        except OffsetOutOfRangeError as exc:
+        except BrokerError as exc:
+            # Out of range (41601), or the log was closed or deleted meanwhile: this entry's
+            # answer, not the whole request's.
             return self._error(entry, exc)
         follower.update(entry.fetch_offset, broker_epoch, leader_end, now_ms)
         self.maybe_advance_high_watermark(now_ms)
