@@ -185,6 +185,11 @@ class Replication:
         leader = self.leaders.pop(key, None)
         if leader is not None:
             leader.resign()
+        if key in self._lag_series:
+            # At once, not at the next metrics pass: a deleted topic's series go with it.
+            self._lag_series.discard(key)
+            with contextlib.suppress(KeyError):
+                metrics.FOLLOWER_LAG.remove(key[0], str(key[1]))
 
     def _unfollow(self, key: Key) -> None:
         followed = self.followed.pop(key, None)
