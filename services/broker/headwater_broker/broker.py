@@ -693,7 +693,9 @@ class Broker:
         answer = await self.replication.client.post(
             url.rstrip("/") + "/cluster/controller/isr",
             json=isr_proposal_body(proposal),
-            timeout=self.settings.forward_timeout_ms / 1000,
+            # A controller that does not answer within its lease is likely gone: propose again
+            # (to its successor) rather than hold the in-sync set where it is.
+            timeout=self.settings.controller_lease_ms / 1000,
         )
         if answer.status_code != 200:
             raise BROKER.from_body(answer.status_code, _json_or_text(answer.content))
