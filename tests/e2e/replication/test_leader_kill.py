@@ -1,10 +1,11 @@
-"""Three broker processes, RF=3, min.insync.replicas=2: kill -9 the leader under acks=all load.
+"""Three broker processes, RF=3, min.insync.replicas=2: kill -9 the leader under acks=all load,
+five times in a row (restarting it each time).
 
 An idempotent producer sends unique values with acks=all, following the leader through 421s,
 503s and refused connections (retrying each batch with its sequence, as the SDK does). The leader
-is killed mid-stream and restarted. Afterwards every acknowledged value is in the partition
-exactly once, in acknowledged order, and the three replicas' logs are byte-identical below the
-high watermark.
+is killed mid-stream and restarted, five times. Afterwards every acknowledged value is in the
+partition exactly once, in acknowledged order, and the three replicas' logs are byte-identical
+below the high watermark.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from tests.support import unique
 
 pytestmark = pytest.mark.e2e
 
-N_BATCHES = 240
+MAX_BATCHES = 100_000
+BATCHES_BETWEEN_KILLS = 30
+KILLS = 5
 PER_BATCH = 5
 
 
@@ -47,11 +50,14 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> No
         last_offsets: list[int] = []
         errors: list[str] = []
         done = threading.Event()
+        stop = threading.Event()
 
         def produce() -> None:
             with httpx.Client(timeout=15) as client:
                 leader = cluster.leader(topic)
-                for i in range(N_BATCHES):
+                for i in range(MAX_BATCHES):  # bounded; the test stops it long before
+                    if stop.is_set():
+                        break
                     values = [f"v{i}-{j}" for j in range(PER_BATCH)]
                     body = encode_batch(
                         [(None, v.encode(), []) for v in values],
@@ -86,24 +92,37 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> No
                         leader = max(cluster.leader(topic), 0)
             done.set()
 
-        thread = threading.Thread(target=produce, daemon=True)
-        thread.start()
-        wait_for(lambda: len(acknowledged) >= 40 * PER_BATCH or done.is_set(), 60, "acks")
-        victim = cluster.leader(topic)
-        cluster.procs[victim].kill()
-        wait_for(
-            lambda: cluster.leader(topic) not in (-1, victim), 30, "a new leader after kill -9"
-        )
-        cluster.start(victim)
-        thread.join(timeout=180)
-        assert not thread.is_alive(), "the producer did not finish"
-        assert not errors, errors
-        assert len(acknowledged) == N_BATCHES * PER_BATCH
-
         def all_in_sync() -> bool:
             described = cluster.describe(topic)
-            return described is not None and sorted(described["isr"]) == [0, 1, 2]  # type: ignore[call-overload]
+            isr = [] if described is None else described["isr"]
+            return isinstance(isr, list) and sorted(isr) == [0, 1, 2]
 
+        thread = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        for kill in range(KILLS):
+            # Each kill comes with every replica in sync again and more acknowledged since.
+            wait_for(all_in_sync, 60, "every replica back in the ISR")
+            target = len(acknowledged) + BATCHES_BETWEEN_KILLS * PER_BATCH
+
+            def reached(target: int = target) -> bool:
+                return len(acknowledged) >= target or done.is_set()
+
+            wait_for(reached, 60, "acks")
+            assert not done.is_set(), f"the producer stopped before kill {kill + 1}: {errors}"
+            victim = cluster.leader(topic)
+            cluster.procs[victim].kill()
+
+            def moved(victim: int = victim) -> bool:
+                return cluster.leader(topic) not in (-1, victim)
+
+            wait_for(moved, 30, "a new leader after kill -9")
+            cluster.start(victim)
+        target = len(acknowledged) + BATCHES_BETWEEN_KILLS * PER_BATCH
+        wait_for(lambda: len(acknowledged) >= target or done.is_set(), 60, "acks after the kills")
+        stop.set()
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "the producer did not stop"
+        assert not errors, errors
         wait_for(all_in_sync, 60, "the restarted broker back in the ISR")
         # A new leader's high watermark catches up with its followers' next fetches.
         wait_for(
