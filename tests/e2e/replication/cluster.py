@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from headwater.records.batch import decode_batches, iter_batches
+from headwater.records.batch import decode_batches, encode_batch, iter_batches
 from tests.support import ServiceProcess, free_port
 
 BATCHES = {"content-type": "application/vnd.headwater.batches"}
@@ -46,7 +47,7 @@ class Cluster:
     def describe(self, topic: str) -> dict[str, object] | None:
         for b in self.alive():
             try:
-                answer = httpx.get(f"{self.url(b)}/topics/{topic}", timeout=5)
+                answer = httpx.get(f"{self.url(b)}/topics/{topic}", timeout=1)
             except httpx.HTTPError:
                 continue
             if answer.status_code == 200:
@@ -114,6 +115,25 @@ def read_values(url: str, topic: str) -> tuple[list[str], int]:
             offset = int(answer.headers["headwater-next-offset"])
 
 
+def batch_epochs(url: str, topic: str) -> dict[int, int]:
+    """The leader epoch stamped into each stored batch of partition 0, by its last offset."""
+    epochs: dict[int, int] = {}
+    offset = 0
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while True:
+            answer = client.get(
+                f"/topics/{topic}/partitions/0/records",
+                params={"offset": offset},
+                headers={"accept": "application/vnd.headwater.batches"},
+            )
+            answer.raise_for_status()
+            if not answer.content:
+                return epochs
+            for _pos, header in iter_batches(answer.content):
+                epochs[header.last_offset] = header.partition_leader_epoch
+            offset = int(answer.headers["headwater-next-offset"])
+
+
 def check_acknowledged(values: list[str], acknowledged: list[str]) -> None:
     """Every acknowledged value stored once, in acknowledged order."""
     assert len(values) == len(set(values)), "a value stored twice"
@@ -154,3 +174,85 @@ def start_three(cluster: Cluster, **extra: str) -> None:
         return sum(1 for b in brokers if b["state"] == "active") == 3
 
     wait_for(all_active, 30, "three active brokers")
+
+
+PER_BATCH = 5
+
+
+class Producer:
+    """An idempotent acks=all producer of unique values in a thread, following the leader.
+
+    Each batch is retried with its sequence after a 421, 503, 504, timeout or refused connection
+    (as the SDK does) until acknowledged; any other answer, or a batch not acknowledged within a
+    minute, is an error that stops it. ``answers`` records (time, broker, status, last offset or
+    -1) of each send.
+    """
+
+    def __init__(
+        self, cluster: Cluster, topic: str, producer: dict[str, int], timeout_s: float = 15
+    ) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.producer = producer
+        self.timeout_s = timeout_s
+        self.acknowledged: list[str] = []
+        self.last_offsets: list[int] = []
+        self.errors: list[str] = []
+        self.answers: list[tuple[float, int, int, int]] = []  # time, broker, status, last offset
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+        assert not self._thread.is_alive(), "the producer did not stop"
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        finally:
+            self.done.set()
+
+    def _produce(self) -> None:
+        with httpx.Client(timeout=self.timeout_s) as client:
+            leader = self.cluster.leader(self.topic)
+            for i in range(100_000):  # bounded; the test stops it long before
+                if self._stop.is_set():
+                    return
+                values = [f"v{i}-{j}" for j in range(PER_BATCH)]
+                body = encode_batch(
+                    [(None, v.encode(), []) for v in values],
+                    producer_id=self.producer["producer_id"],
+                    producer_epoch=self.producer["producer_epoch"],
+                    base_sequence=i * PER_BATCH,
+                )
+                deadline = time.monotonic() + 60
+                while True:
+                    if time.monotonic() > deadline:
+                        self.errors.append(f"batch {i} never acknowledged")
+                        return
+                    url = f"{self.cluster.url(leader)}/topics/{self.topic}/partitions/0/batches"
+                    try:
+                        answer = client.post(
+                            url, params={"acks": "all"}, content=body, headers=BATCHES
+                        )
+                    except httpx.HTTPError:
+                        answer = None
+                    status = 0 if answer is None else answer.status_code
+                    last = -1
+                    if answer is not None and answer.status_code == 200:
+                        last = answer.json()["batches"][0]["last_offset"]
+                    self.answers.append((time.monotonic(), leader, status, last))
+                    if last >= 0:
+                        self.acknowledged.extend(values)
+                        self.last_offsets.append(last)
+                        break
+                    if answer is not None and answer.status_code not in (421, 503, 504):
+                        self.errors.append(f"batch {i}: {answer.status_code} {answer.text}")
+                        return
+                    time.sleep(0.05)
+                    leader = max(self.cluster.leader(self.topic), 0)

@@ -10,17 +10,16 @@ below the high watermark.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from headwater.records.batch import encode_batch
 from tests.e2e.replication.cluster import (
-    BATCHES,
+    PER_BATCH,
     Cluster,
+    Producer,
     check_acknowledged,
     create_topic,
     read_values,
@@ -32,10 +31,8 @@ from tests.support import unique
 
 pytestmark = pytest.mark.e2e
 
-MAX_BATCHES = 100_000
 BATCHES_BETWEEN_KILLS = 30
 KILLS = 5
-PER_BATCH = 5
 
 
 def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> None:
@@ -46,59 +43,18 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> No
         create_topic(cluster, topic)
         producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
 
-        acknowledged: list[str] = []
-        last_offsets: list[int] = []
-        errors: list[str] = []
-        done = threading.Event()
-        stop = threading.Event()
-
-        def produce() -> None:
-            with httpx.Client(timeout=15) as client:
-                leader = cluster.leader(topic)
-                for i in range(MAX_BATCHES):  # bounded; the test stops it long before
-                    if stop.is_set():
-                        break
-                    values = [f"v{i}-{j}" for j in range(PER_BATCH)]
-                    body = encode_batch(
-                        [(None, v.encode(), []) for v in values],
-                        producer_id=producer["producer_id"],
-                        producer_epoch=producer["producer_epoch"],
-                        base_sequence=i * PER_BATCH,
-                    )
-                    deadline = time.monotonic() + 60
-                    while True:
-                        if time.monotonic() > deadline:
-                            errors.append(f"batch {i} never acknowledged")
-                            done.set()
-                            return
-                        try:
-                            answer = client.post(
-                                f"{cluster.url(leader)}/topics/{topic}/partitions/0/batches",
-                                params={"acks": "all"},
-                                content=body,
-                                headers=BATCHES,
-                            )
-                        except httpx.HTTPError:
-                            answer = None
-                        if answer is not None and answer.status_code == 200:
-                            acknowledged.extend(values)
-                            last_offsets.append(answer.json()["batches"][0]["last_offset"])
-                            break
-                        if answer is not None and answer.status_code not in (421, 503, 504):
-                            errors.append(f"batch {i}: {answer.status_code} {answer.text}")
-                            done.set()
-                            return
-                        time.sleep(0.05)
-                        leader = max(cluster.leader(topic), 0)
-            done.set()
+        load = Producer(cluster, topic, producer)
+        acknowledged = load.acknowledged
+        errors = load.errors
+        done = load.done
+        last_offsets = load.last_offsets
 
         def all_in_sync() -> bool:
             described = cluster.describe(topic)
             isr = [] if described is None else described["isr"]
             return isinstance(isr, list) and sorted(isr) == [0, 1, 2]
 
-        thread = threading.Thread(target=produce, daemon=True)
-        thread.start()
+        load.start()
         for kill in range(KILLS):
             # Each kill comes with every replica in sync again and more acknowledged since.
             wait_for(all_in_sync, 60, "every replica back in the ISR")
@@ -119,9 +75,7 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> No
             cluster.start(victim)
         target = len(acknowledged) + BATCHES_BETWEEN_KILLS * PER_BATCH
         wait_for(lambda: len(acknowledged) >= target or done.is_set(), 60, "acks after the kills")
-        stop.set()
-        thread.join(timeout=120)
-        assert not thread.is_alive(), "the producer did not stop"
+        load.stop()
         assert not errors, errors
         wait_for(all_in_sync, 60, "the restarted broker back in the ISR")
         # A new leader's high watermark catches up with its followers' next fetches.
