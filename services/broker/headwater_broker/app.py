@@ -18,7 +18,7 @@ from headwater.errors import (
     InvalidRequestError,
     ServiceUnavailableError,
 )
-from headwater_broker.api import cluster, fetch, models, produce, topics
+from headwater_broker.api import cluster, fetch, models, produce, replication, topics
 from headwater_broker.api.media import BodyLimit
 from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
@@ -94,6 +94,7 @@ def create_app(
     app.include_router(topics.router)
     app.include_router(produce.router)
     app.include_router(fetch.router)
+    app.include_router(replication.router)
     return app
 
 

@@ -50,7 +50,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+import orjson
+
 from headwater.errors import (
+    BROKER,
     CorruptRecordError,
     InvalidConfigError,
     InvalidOffsetError,
@@ -74,8 +77,9 @@ from headwater.records.batch import (
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 from headwater_broker import catalog, metrics
-from headwater_broker.cluster import producer_ids
+from headwater_broker.cluster import producer_ids, topic_configs
 from headwater_broker.cluster.controller import Controller
+from headwater_broker.cluster.election import IsrProposal
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicPartition, TopicState
@@ -88,6 +92,7 @@ from headwater_broker.log.partition import (
 from headwater_broker.peers import Peers
 from headwater_broker.producer_registry import ProducerRegistry
 from headwater_broker.replicas import ReplicaManager
+from headwater_broker.replication.manager import Replication
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_config import (
     TopicConfig,
@@ -198,6 +203,7 @@ class Broker:
         self.is_open = False
         self._node: ClusterNode | None = None
         self.replicas: ReplicaManager | None = None
+        self.replication: Replication | None = None
         self.peers = Peers(settings.forward_timeout_ms, self.broker_id)
 
     def now_ms(self) -> int:
@@ -234,6 +240,14 @@ class Broker:
         self._node = node
         try:
             catalog.check_cluster_id(self.data_dir, node.store.cluster_id, self.broker_id)
+            self.replication = Replication(
+                broker_id=self.broker_id,
+                broker_epoch=lambda: node.broker_epoch,
+                now_ms=self.now_ms,
+                send_isr=self._send_isr,
+                is_active=lambda b: node.image.is_active(b),
+            )
+            self.replication.start()
             self.replicas = ReplicaManager(self, node)
             await self.replicas.start()
             await self._wait_active()
@@ -279,6 +293,8 @@ class Broker:
     async def _leave(self) -> None:
         if self.replicas is not None:
             await self.replicas.stop()
+        if self.replication is not None:
+            await self.replication.close()
         self.leading.clear()
         if self._node is not None:
             await self._node.stop()
@@ -348,8 +364,15 @@ class Broker:
         if plog is None:
             directory = self.data_dir / partition_dir_name(topic.name, partition)
             catalog.claim_directory(directory, topic.topic_id)
+            # Replicated: the high watermark is the in-sync replicas' (checkpointed), moved by
+            # this broker's leader of the partition; with one replica, its own log end.
             plog = PartitionLog.open(
-                directory, topic.name, PartitionId(partition), local.config, self.settings.fsync
+                directory,
+                topic.name,
+                PartitionId(partition),
+                local.config,
+                self.settings.fsync,
+                replicated=True,
             )
             now = self.now_ms()
             for pid, entry in plog.producers.entries.items():
@@ -387,6 +410,8 @@ class Broker:
         if plog is None:
             return
         self.leading.pop(TopicPartition(name, PartitionId(partition)), None)
+        if self.replication is not None:
+            self.replication.drop(name, partition)
         path = await plog.delete()
         if path is not None:
             shutil.rmtree(path, ignore_errors=True)
@@ -595,11 +620,15 @@ class Broker:
     # --- produce -----------------------------------------------------------------------------
 
     async def append_batches(
-        self, topic_name: str, partition: int, body: bytearray
+        self, topic_name: str, partition: int, body: bytearray, *, acks: int = 1
     ) -> list[AppendResult]:
         """Append one or more concatenated RecordBatch v2, validated whole before any is written.
 
         Only at the partition's leader (421 42101 elsewhere, 503 50302 when none leads it).
+        ``acks=-1`` (all): refused before appending when fewer replicas than
+        ``min.insync.replicas`` are in sync (503 50303), answered once the high watermark passes
+        the batches (503 50304 if the in-sync set shrank below the minimum meanwhile, 421 if
+        leadership moved, 504 50401 after ``BROKER_REQUEST_TIMEOUT_MS``).
         """
         await self._auto_create(topic_name)
         plog = self.partition(topic_name, partition)
@@ -635,7 +664,14 @@ class Broker:
                 await self._check_producer(header.producer_id, header.producer_epoch)
             records += header.records_count
         now = self.now_ms()
-        results = await plog.append(body, batches, now)
+        leader = (
+            None if self.replication is None else self.replication.leader_for(topic_name, partition)
+        )
+        if leader is not None and leader.plog is plog:
+            timeout_s = self.settings.request_timeout_ms / 1000
+            results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
+        else:
+            results = await plog.append(body, batches, now)
         for _pos, header in batches:
             if header.producer_id >= 0:
                 self.producer_ids.touch(header.producer_id, now)
@@ -643,6 +679,47 @@ class Broker:
         metrics.PRODUCE_RECORDS.labels(topic_name).inc(records)
         self._update_offset_metrics(plog)
         return results
+
+    # --- replication ---------------------------------------------------------------------------
+
+    def replication_settings(self, topic_name: str) -> tuple[int, int]:
+        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic."""
+        topic = self.image.topic(topic_name)
+        configs = {} if topic is None else topic.configs
+        min_isr = int(configs.get(topic_configs.MIN_INSYNC_REPLICAS, "1"))
+        lag = int(
+            configs.get(
+                topic_configs.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
+            )
+        )
+        return min_isr, lag
+
+    async def _send_isr(self, proposal: IsrProposal) -> PartitionState:
+        """Send a leader's in-sync proposal to the controller (itself, or over HTTP)."""
+        node = self.node
+        if node.is_controller:
+            return await node.controller_for_admin().alter_isr(proposal)
+        url = node.image.controller_url()
+        if url is None:
+            raise NotControllerError("No controller now: the in-sync proposal waits")
+        assert self.replication is not None
+        answer = await self.replication.client.post(
+            url.rstrip("/") + "/cluster/controller/isr",
+            json=isr_proposal_body(proposal),
+            # A controller that does not answer within its lease is likely gone: propose again
+            # (to its successor) rather than hold the in-sync set where it is.
+            timeout=self.settings.controller_lease_ms / 1000,
+        )
+        if answer.status_code != 200:
+            raise BROKER.from_body(answer.status_code, _json_or_text(answer.content))
+        return PartitionState.from_body(answer.json())
+
+    def replication_hint(self, topic_name: str, partition: int) -> NotLeaderOrFollowerError:
+        """The 42101 entry of a replica fetch for a partition this broker does not lead."""
+        try:
+            return self.not_leader(topic_name, partition)
+        except (TopicNotFoundError, PartitionNotFoundError, ServiceUnavailableError) as exc:
+            return NotLeaderOrFollowerError(exc.message)
 
     async def _check_producer(self, producer_id: int, epoch: int) -> None:
         if self.producer_ids.needs_lookup(producer_id, epoch):
@@ -837,3 +914,22 @@ def _flush_all(logs: list[PartitionLog]) -> None:
     """fdatasync every partition's active segment (runs in a worker thread)."""
     for plog in logs:
         plog.flush()
+
+
+def isr_proposal_body(proposal: IsrProposal) -> dict[str, Any]:
+    """The JSON of ``POST /cluster/controller/isr``."""
+    return {
+        "topic": proposal.topic,
+        "partition": proposal.partition,
+        "leader_id": proposal.leader_id,
+        "leader_epoch": proposal.leader_epoch,
+        "partition_epoch": proposal.partition_epoch,
+        "isr": [{"broker_id": m.broker_id, "broker_epoch": m.broker_epoch} for m in proposal.isr],
+    }
+
+
+def _json_or_text(content: bytes) -> Any:
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content.decode(errors="replace")

@@ -66,3 +66,22 @@ FENCED_BROKERS = Gauge(
 OFFLINE_PARTITIONS = Gauge(
     "headwater_broker_partitions_without_leader", "Partitions whose leader is -1 (offline)."
 )
+
+
+# --- Replication, as this broker's leaders see it ----------------------------------------------
+
+UNDER_REPLICATED_PARTITIONS = Gauge(
+    "headwater_broker_under_replicated_partitions",
+    "Partitions this broker leads whose in-sync set is smaller than their replica list.",
+)
+UNDER_MIN_ISR_PARTITIONS = Gauge(
+    "headwater_broker_under_min_isr_partitions",
+    "Partitions this broker leads with fewer in-sync replicas than min.insync.replicas "
+    "(acks=all writes are refused with 503 50303).",
+)
+FOLLOWER_LAG = Gauge(
+    "headwater_broker_follower_lag_records",
+    "Largest gap between this leader's log end and a follower's last fetch offset, by topic and "
+    "partition (a follower that has not fetched in this leader epoch counts from 0).",
+    ["topic", "partition"],
+)

@@ -18,9 +18,10 @@ image, in one pass, in order:
 A pass reads one immutable image, so it never sees a half-applied change. Passes run one at a
 time on the event loop; a burst of changes while one runs is folded into the next.
 
-``become_leader`` and ``become_follower`` are the seams replication fills: today a leader only
-starts serving the fast paths, and a follower copies no data yet (it holds the replica
-directory and stops serving).
+``become_leader`` and ``become_follower`` hand the partition to the broker's replication
+(``headwater_broker.replication.manager``): a leader stamps its epoch, answers follower fetches,
+tracks the in-sync set and moves the high watermark; a follower is copied by the fetcher of its
+leader broker.
 """
 
 from __future__ import annotations
@@ -125,10 +126,14 @@ class ReplicaManager:
     def become_leader(self, state: PartitionState, plog: PartitionLog) -> None:
         """Serve the partition as its leader from ``state.leader_epoch`` on.
 
-        Replication fills this seam: stamp the leader epoch into appended batches, record it in
-        the leader-epoch checkpoint, start answering follower fetches.
+        The replication leader stamps the epoch into appended batches, records it in the
+        leader-epoch checkpoint, answers follower fetches and takes ISR changes in this epoch.
         """
         key = state.key
+        replication = self.broker.replication
+        if replication is not None:
+            min_isr, lag = self.broker.replication_settings(state.topic)
+            replication.lead(plog, state, min_insync_replicas=min_isr, replica_lag_time_max_ms=lag)
         if self.broker.leading.get(key) == state.leader_epoch:
             return
         self.broker.leading[key] = state.leader_epoch
@@ -142,10 +147,20 @@ class ReplicaManager:
         )
 
     def become_follower(self, state: PartitionState, plog: PartitionLog | None) -> None:
-        """Stop serving the partition as leader (if it did).
+        """Stop serving the partition as leader (if it did) and copy ``state.leader``'s log.
 
-        Replication fills this seam: truncate by leader epoch, fetch from ``state.leader``.
+        The fetcher of that leader truncates by leader epoch and appends what it sends;
+        ``plog`` None (the replica is being deleted) stops replicating it.
         """
+        replication = self.broker.replication
+        if replication is not None:
+            if plog is None:
+                replication.drop(state.topic, state.partition)
+            else:
+                leader_url = None
+                if state.leader != self.broker.broker_id:
+                    leader_url = self.node.image.leader_url(state.topic, state.partition)
+                replication.follow(plog, state, leader_url)
         if self.broker.leading.pop(state.key, None) is not None:
             if plog is not None:
                 plog.wake_waiters()  # long-polling fetches find out at once

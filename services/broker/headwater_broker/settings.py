@@ -40,6 +40,8 @@ class BrokerSettings(ServiceSettings):
     metadata_change_retention_ms: int = Field(default=3_600_000, ge=1)
     # How long a request relayed to another broker (leader or controller) may take.
     forward_timeout_ms: int = Field(default=30_000, ge=1)
+    # acks=all waits at most this long for the in-sync replicas (then 504 50401).
+    request_timeout_ms: int = Field(default=30_000, ge=1)
     # How long start-up waits for the controller to record this broker active.
     startup_timeout_ms: int = Field(default=30_000, ge=1)
 

@@ -104,7 +104,7 @@ async def append_batches(
         raise InvalidRequestError(f"acks must be 0, 1, all or -1, got {level!r}")
     media = accept_json(request) if _ACKS[level] else BATCHES
     body = await read_body(request, broker.settings.max_request_bytes)
-    results = await broker.append_batches(topic, partition, body)
+    results = await broker.append_batches(topic, partition, body, acks=_ACKS[level])
     if _ACKS[level] == 0:
         return Response(status_code=204)
     batches = [
