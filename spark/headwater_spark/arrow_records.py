@@ -110,7 +110,6 @@ class FetchedRecords:
             columns["headers"] = pa.array(
                 [[{"key": k, "value": v} for k, v in h] for h in self.headers], HEADER_TYPE
             )
-        columns["headers"] = headers
         return columns
 
 

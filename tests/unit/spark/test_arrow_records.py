@@ -6,9 +6,9 @@ import pytest
 
 from headwater.errors import CorruptRecordError
 from headwater.records import Compression, encode_batch, iter_batches, set_log_append_time
-from headwater.records.batch import set_base_offset
+from headwater.records.batch import decode_batch, set_base_offset
+from headwater.records.decoder import Record
 from headwater_spark.arrow_records import decode_fetch
-from headwater_spark.record_columns import RecordColumns, append_batch
 
 Rec = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
@@ -58,10 +58,11 @@ def log_bytes(*, headers: bool = True) -> bytes:
     return bytes(first + second + third + fourth)
 
 
-def reference(buf: bytes, low: int, high: int) -> RecordColumns:
-    out = RecordColumns()
-    for pos, header in iter_batches(buf, verify_crc=True):
-        append_batch(out, buf, pos, header, low, high, compiled=False)
+def reference(buf: bytes, low: int, high: int) -> list[Record]:
+    """The shared codec's records (the reference) with ``low <= offset < high``."""
+    out: list[Record] = []
+    for pos, _header in iter_batches(buf, verify_crc=True):
+        out.extend(r for r in decode_batch(buf, pos)[1] if low <= r.offset < high)
     return out
 
 
@@ -70,22 +71,32 @@ def reference(buf: bytes, low: int, high: int) -> RecordColumns:
 def test_columns_equal_the_reference_codec(low: int, high: int, headers: bool) -> None:
     buf = log_bytes(headers=headers)
     want = reference(buf, low, high)
-    got = decode_fetch(buf, list(iter_batches(buf)), low, high)
-    assert got.offsets.tolist() == want.offsets
-    assert got.timestamps.tolist() == want.timestamps
-    assert got.timestamp_types.tolist() == want.timestamp_types
-    assert got.key_list() == want.keys
-    assert got.value_list() == want.values
-    assert (got.headers or [[] for _ in want.offsets]) == want.headers
-    columns = got.arrow()
-    assert columns["offset"].to_pylist() == want.offsets
-    assert columns["value"].to_pylist() == want.values
-    assert columns["key"].to_pylist() == want.keys
-    assert columns["timestamp"].to_pylist() == want.timestamps
-    assert columns["timestampType"].to_pylist() == want.timestamp_types
-    assert [[(h["key"], h["value"]) for h in row] for row in columns["headers"].to_pylist()] == (
-        want.headers
+    offsets = [r.offset for r in want]
+    timestamps = [r.timestamp for r in want]
+    # LogAppendTime: the second batch (offsets 115..129).
+    types = [1 if 115 <= r.offset < 130 else 0 for r in want]
+    keys, values, headers = (
+        [r.key for r in want],
+        [r.value for r in want],
+        [r.headers for r in want],
     )
+    got = decode_fetch(buf, list(iter_batches(buf)), low, high)
+    assert got.offsets.tolist() == offsets == [i for i in range(100, 160) if low <= i < high]
+    assert got.timestamps.tolist() == timestamps
+    assert got.timestamp_types.tolist() == types
+    assert got.key_list() == keys
+    assert got.value_list() == values
+    assert (got.headers or [[] for _ in want]) == headers
+    columns = got.arrow()
+    assert columns["offset"].to_pylist() == offsets
+    assert columns["value"].to_pylist() == values
+    assert columns["key"].to_pylist() == keys
+    assert columns["timestamp"].to_pylist() == timestamps
+    assert columns["timestampType"].to_pylist() == types
+    assert [[(h["key"], h["value"]) for h in row] for row in columns["headers"].to_pylist()] == (
+        headers
+    )
+    assert "headers" not in got.arrow(headers=False)
 
 
 def test_lean_decode_fills_offsets_and_values_and_slices() -> None:
