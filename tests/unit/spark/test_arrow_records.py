@@ -75,18 +75,15 @@ def test_columns_equal_the_reference_codec(low: int, high: int, headers: bool) -
     timestamps = [r.timestamp for r in want]
     # LogAppendTime: the second batch (offsets 115..129).
     types = [1 if 115 <= r.offset < 130 else 0 for r in want]
-    keys, values, headers = (
-        [r.key for r in want],
-        [r.value for r in want],
-        [r.headers for r in want],
-    )
+    keys, values = [r.key for r in want], [r.value for r in want]
+    record_headers = [r.headers for r in want]
     got = decode_fetch(buf, list(iter_batches(buf)), low, high)
     assert got.offsets.tolist() == offsets == [i for i in range(100, 160) if low <= i < high]
     assert got.timestamps.tolist() == timestamps
     assert got.timestamp_types.tolist() == types
     assert got.key_list() == keys
     assert got.value_list() == values
-    assert (got.headers or [[] for _ in want]) == headers
+    assert (got.headers or [[] for _ in want]) == record_headers
     columns = got.arrow()
     assert columns["offset"].to_pylist() == offsets
     assert columns["value"].to_pylist() == values
@@ -94,7 +91,7 @@ def test_columns_equal_the_reference_codec(low: int, high: int, headers: bool) -
     assert columns["timestamp"].to_pylist() == timestamps
     assert columns["timestampType"].to_pylist() == types
     assert [[(h["key"], h["value"]) for h in row] for row in columns["headers"].to_pylist()] == (
-        headers
+        record_headers
     )
     assert "headers" not in got.arrow(headers=False)
 
