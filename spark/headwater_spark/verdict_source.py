@@ -101,4 +101,5 @@ class VerdictReader(HeadwaterBatchReader):
                     None if key_validator is None else columns.key_list(),
                     value_validator,
                     key_validator,
+                    (columns.data, columns.value_starts, columns.value_lengths),
                 )
