@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 import fastavro
@@ -274,7 +275,14 @@ def test_reasons_of_a_batch_equal_each_verdicts_reason(validator: PayloadValidat
     assert validator.reasons_and_ids_columns(values, data, starts, lengths) == per_record
     checked: list[list[bytes | None]] = []
     original = validator.reasons_and_ids
-    validator.reasons_and_ids = lambda v: checked.append(list(v)) or original(v)  # type: ignore[method-assign]
+
+    def spy(
+        values: Iterable[bytes | None],
+    ) -> tuple[list[Reason | None], list[SchemaId | None]]:
+        checked.append(list(values))
+        return original(values)
+
+    validator.reasons_and_ids = spy  # type: ignore[method-assign]
     validator.reasons_and_ids_columns(values, data, starts, lengths)
     assert checked == [[v for v in values if v is not good]]
 
