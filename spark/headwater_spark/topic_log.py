@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
@@ -163,11 +164,35 @@ class TopicLog(Closeable):
         range before they are read, the read fails with :class:`DataLossError`, or with
         ``fail_on_data_loss`` False goes on from the new log start.
         """
+        with ThreadPoolExecutor(1, thread_name_prefix="headwater-fetch") as pool:
+            yield from self._read_fetches(
+                pool, topic, partition, start, end, rows_per_batch, lean, fail_on_data_loss
+            )
+
+    def _read_fetches(
+        self,
+        pool: ThreadPoolExecutor,
+        topic: str,
+        partition: PartitionId,
+        start: Offset,
+        end: Offset,
+        rows_per_batch: int,
+        lean: bool,
+        fail_on_data_loss: bool,
+    ) -> Iterator[FetchedRecords]:
+        # The next fetch is asked for (on ``pool``'s thread) as soon as a response says where
+        # it ends, so the broker serves it while this one is decoded and handed to Spark. It is
+        # used only if the read really goes on from there; otherwise it is dropped.
+        ahead: tuple[Offset, Future[tuple[bytes, Offset]]] | None = None
         position = start
         while position < end:
             try:
-                buf, next_offset = self.fetch(topic, partition, position)
+                if ahead is not None and ahead[0] == position:
+                    buf, next_offset = ahead[1].result()
+                else:
+                    buf, next_offset = self.fetch(topic, partition, position)
             except OffsetOutOfRangeError as exc:
+                ahead = None
                 beginning = self._any(lambda c: c.offsets(topic, partition)).beginning_offset
                 if fail_on_data_loss or beginning <= position:
                     raise DataLossError(
@@ -176,6 +201,10 @@ class TopicLog(Closeable):
                     ) from exc
                 position = Offset(min(beginning, end))
                 continue
+            ahead = None
+            following = Offset(min(next_offset, end))
+            if position < following < end:
+                ahead = (following, pool.submit(self.fetch, topic, partition, following))
             low = position
             placed = []
             for pos, header in iter_batches(buf, verify_crc=True):
