@@ -27,7 +27,13 @@ from headwater.errors import HeadwaterError, OffsetOutOfRangeError, TopicNotFoun
 from headwater.records import iter_batches
 from headwater.types import Offset, PartitionId
 from headwater_spark.arrow_records import FetchedRecords, decode_fetch
-from headwater_spark.offsets import DATA_LOSS_HINT, DataLossError, LogRanges, TopicPartition
+from headwater_spark.offsets import (
+    DATA_LOSS_HINT,
+    DataLossError,
+    LogRanges,
+    OffsetRange,
+    TopicPartition,
+)
 from headwater_spark.options import Subscription
 
 T = TypeVar("T")
@@ -166,16 +172,18 @@ class TopicLog(Closeable):
         """
         with ThreadPoolExecutor(1, thread_name_prefix="headwater-fetch") as pool:
             yield from self._read_fetches(
-                pool, topic, partition, start, end, rows_per_batch, lean, fail_on_data_loss
+                pool,
+                OffsetRange(topic, partition, start, end),
+                rows_per_batch=rows_per_batch,
+                lean=lean,
+                fail_on_data_loss=fail_on_data_loss,
             )
 
     def _read_fetches(
         self,
         pool: ThreadPoolExecutor,
-        topic: str,
-        partition: PartitionId,
-        start: Offset,
-        end: Offset,
+        planned: OffsetRange,
+        *,
         rows_per_batch: int,
         lean: bool,
         fail_on_data_loss: bool,
@@ -183,6 +191,7 @@ class TopicLog(Closeable):
         # The next fetch is asked for (on ``pool``'s thread) as soon as a response says where
         # it ends, so the broker serves it while this one is decoded and handed to Spark. It is
         # used only if the read really goes on from there; otherwise it is dropped.
+        topic, partition, start, end = planned.topic, planned.partition, planned.start, planned.end
         ahead: tuple[Offset, Future[tuple[bytes, Offset]]] | None = None
         position = start
         while position < end:
