@@ -1,4 +1,8 @@
-"""The AdminClient: topic administration and offset queries with Kafka-like method names."""
+"""The AdminClient: topic administration and offset queries with Kafka-like method names.
+
+``list_topics()`` answers as confluent-kafka's does (a ``ClusterMetadata``); topics are created
+and changed one at a time (``create_topic``, not confluent-kafka's ``create_topics([NewTopic])``).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from headwater.client.broker import (
     TopicDescription,
 )
 from headwater.closeable import Closeable
+from headwater.cluster_metadata import ClusterMetadata, describe_cluster
 from headwater.config import AdminConfig
 
 
@@ -51,7 +56,14 @@ class AdminClient(Closeable):
     def delete_topic(self, name: str) -> None:
         self._client.delete_topic(name)
 
-    def list_topics(self) -> list[str]:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """Every topic (or only ``topic``) with its partitions, shaped as confluent-kafka's
+        ``ClusterMetadata``: ``list_topics().topics[name].partitions``. ``timeout`` is accepted
+        for confluent-kafka's sake; each request is bounded by ``request.timeout.ms``."""
+        return describe_cluster(self._client, topic)
+
+    def topic_names(self) -> list[str]:
+        """Headwater's shorthand: the topic names alone, in one request."""
         return self._client.list_topics()
 
     def describe_topic(self, name: str) -> TopicDescription:

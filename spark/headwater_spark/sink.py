@@ -169,7 +169,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
                     topic,
                     value=values[i],
                     key=None if keys is None else keys[i],
-                    partition=None if partitions is None else partitions[i],
+                    partition=-1 if partitions is None or partitions[i] is None else partitions[i],
                     headers=record_headers,
                     on_delivery=delivered,
                 )
@@ -186,7 +186,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
             failures.append(error)
     if unfinished or failures:
         raise RuntimeError(
-            f"headwater sink: {unfinished} batch(es) unfinished, {len(failures)} failure(s) "
+            f"headwater sink: {unfinished} record(s) unacknowledged, {len(failures)} failure(s) "
             f"(first: {failures[:1]}); the task fails so Spark does not commit the write"
         )
     return produced

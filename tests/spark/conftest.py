@@ -16,12 +16,14 @@ from pyspark.sql import SparkSession
 
 from headwater.producer import Producer
 from headwater_spark.session import build_session
+from tests.conftest import require
 from tests.support import ServiceProcess, free_port, unique
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local[2] session for the whole suite: Spark takes ~10 s to start on this machine."""
+    require("java")
     session = build_session("local[2]", app_name="headwater-tests", shuffle_partitions=2)
     yield session
     session.stop()
@@ -72,7 +74,9 @@ class Platform:
         with Producer({"bootstrap.servers": self.broker, "linger.ms": 1}) as producer:
             for i, value in enumerate(values):
                 key = keys[i] if keys is not None else None
-                producer.produce(topic, value=value, key=key, partition=partition)
+                producer.produce(
+                    topic, value=value, key=key, partition=-1 if partition is None else partition
+                )
             assert producer.flush(30) == 0
 
     def fetch_all(self, topic: str, partition: int = 0) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ from headwater.groups.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedAssignorError,
 )
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import MemberEpoch, Offset, PartitionId
 from headwater_coordinator import metrics, names
 from headwater_coordinator.assignor import ASSIGNORS
@@ -95,7 +95,7 @@ class HeartbeatAnswer:
     member_id: str
     member_epoch: MemberEpoch
     heartbeat_interval_ms: int
-    assignment: Collection[TopicPartition]
+    assignment: Collection[PartitionKey]
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class Coordinator:
         member_epoch: int,
         instance_id: str | None = None,
         topics: Collection[str] | None = None,
-        owned: Collection[TopicPartition] | None = None,
+        owned: Collection[PartitionKey] | None = None,
         session_timeout_ms: int | None = None,
         rebalance_timeout_ms: int | None = None,
         assignor: str | None = None,
@@ -553,7 +553,7 @@ class Coordinator:
                     PartitionLag(
                         topic=topic,
                         partition=partition,
-                        member_id=owners.get(TopicPartition(topic, partition)),
+                        member_id=owners.get(PartitionKey(topic, partition)),
                         committed_offset=offset,
                         end_offset=end,
                         lag=max(0, end - base),
