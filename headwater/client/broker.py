@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from headwater.client.tls import shared_ssl_context
 from headwater.closeable import Closeable
 from headwater.errors import BROKER, HeadwaterError
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
@@ -152,6 +153,7 @@ class BrokerClient(Closeable):
             base_url=self.base_url,
             timeout=timeout,
             transport=transport,
+            verify=shared_ssl_context(),
             headers={"User-Agent": f"headwater-python ({client_id})"},
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections

@@ -179,9 +179,11 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         producer.close(30.0)
     for future in bulk:
         try:
-            future.result(0)
-        except Exception as exc:  # any failed record fails the task
-            failures.append(exc)
+            error = future.exception(0)
+        except TimeoutError as exc:  # not acknowledged: the task fails
+            error = exc
+        if error is not None:
+            failures.append(error)
     if unfinished or failures:
         raise RuntimeError(
             f"headwater sink: {unfinished} record(s) unacknowledged, {len(failures)} failure(s) "
