@@ -27,18 +27,51 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import orjson
 
 from headwater.errors import HeadwaterError, TopicAlreadyExistsError
+from headwater.types import BrokerId
 from headwater_broker.cluster import producer_ids
-from headwater_broker.log.partition import fsync_directory
-
-if TYPE_CHECKING:
-    from headwater_broker.broker import Broker
+from headwater_broker.cluster.image import MetadataImage
+from headwater_broker.cluster.node import ClusterNode
+from headwater_broker.log.partition import PartitionLog, fsync_directory
+from headwater_broker.peers import Peers
+from headwater_broker.settings import BrokerSettings
 
 log = logging.getLogger("headwater.broker")
+
+
+class Host(Protocol):
+    """What the catalog needs of the broker it runs in (the broker passes itself)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def broker_id(self) -> BrokerId: ...
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def peers(self) -> Peers: ...
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def node(self) -> ClusterNode: ...
+
+    def all_partitions(self) -> list[PartitionLog]: ...
+
+    async def controller_url(self) -> str | None: ...
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: dict[str, Any] | None = None,
+        replica_assignment: list[list[int]] | None = None,
+    ) -> object: ...
+
 
 META = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -108,7 +141,7 @@ def claim_directory(directory: Path, topic_id: str) -> None:
     _write_atomically(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}\n")
 
 
-def remove_strays(broker: Broker) -> list[Path]:
+def remove_strays(broker: Host) -> list[Path]:
     """Delete replica directories whose topic id this broker no longer hosts (a topic deleted,
     or a replica moved away, while the broker was down)."""
     hosted = {plog.directory for plog in broker.all_partitions()}
@@ -122,7 +155,7 @@ def remove_strays(broker: Broker) -> list[Path]:
     return removed
 
 
-async def import_catalog(broker: Broker) -> list[str]:
+async def import_catalog(broker: Host) -> list[str]:
     """Create the topics of a pre-cluster ``topics.json`` in the cluster, replicas on this broker.
 
     Returns the names imported. Runs once: the file is renamed when every topic is in the
@@ -148,7 +181,7 @@ async def import_catalog(broker: Broker) -> list[str]:
     return imported
 
 
-async def _burn_old_producer_ids(broker: Broker) -> None:
+async def _burn_old_producer_ids(broker: Host) -> None:
     path = broker.data_dir / "producers.json"
     if not path.exists():
         return
@@ -160,7 +193,7 @@ async def _burn_old_producer_ids(broker: Broker) -> None:
 
 
 async def _create_at_controller(
-    broker: Broker,
+    broker: Host,
     name: str,
     count: int,
     configs: dict[str, str],

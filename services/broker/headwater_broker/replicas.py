@@ -7,7 +7,7 @@ image, in one pass, in order:
 
 1. replicas of topics the image no longer has (or has under a new topic id) are deleted;
 2. every partition whose replica list names this broker gets a local replica
-   (:meth:`Broker.host`), config changes are taken;
+   (:meth:`Host.host`), config changes are taken;
 3. a partition this broker leads in the image is taken over with :meth:`become_leader` --
    only while the image shows this broker ``active`` *in its own incarnation*
    (``image.is_active(me, node.broker_epoch)``): a restarted broker whose registration the
@@ -29,25 +29,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
+from headwater.types import BrokerId
 from headwater_broker import metrics
 from headwater_broker.cluster.image import MetadataEvent, MetadataImage
 from headwater_broker.cluster.node import ClusterNode
-from headwater_broker.cluster.state import PartitionState
+from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicPartition, TopicState
 from headwater_broker.log.partition import PartitionLog
-
-if TYPE_CHECKING:
-    from headwater_broker.broker import Broker
+from headwater_broker.replication.manager import Replication
 
 log = logging.getLogger("headwater.broker.replicas")
+
+
+class HostedTopic(Protocol):
+    """One topic's replicas on this broker, as the host keeps them."""
+
+    @property
+    def topic_id(self) -> str: ...
+    @property
+    def logs(self) -> Mapping[int, PartitionLog]: ...
+
+
+class Host(Protocol):
+    """What the replica manager drives: the broker's replicas and the leaderships it serves."""
+
+    @property
+    def broker_id(self) -> BrokerId: ...
+    @property
+    def topics(self) -> Mapping[str, HostedTopic]: ...
+    @property
+    def replication(self) -> Replication | None: ...
+
+    leading: dict[TopicPartition, LeaderEpoch]
+
+    def host(self, topic: TopicState, partition: int) -> PartitionLog: ...
+    def set_configs(self, topic: TopicState) -> None: ...
+    def replication_settings(self, topic_name: str) -> tuple[int, int]: ...
+    async def drop_topic(self, name: str) -> None: ...
+    async def drop_partition(self, name: str, partition: int) -> None: ...
 
 
 class ReplicaManager:
     """Applies the metadata image to one broker's replicas (``start()``, ``stop()``)."""
 
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: Host, node: ClusterNode) -> None:
         self.broker = broker
         self.node = node
         self.applied = -1
@@ -117,7 +144,7 @@ class ReplicaManager:
                         self.become_leader(state, plog)
                     else:
                         self.become_follower(state, plog)
-                elif state.partition in getattr(broker.topics.get(topic.name), "logs", {}):
+                elif state.partition in _logs_of(broker.topics.get(topic.name)):
                     self.become_follower(state, None)
                     await broker.drop_partition(topic.name, state.partition)
             broker.set_configs(topic)
@@ -178,3 +205,7 @@ class ReplicaManager:
         metrics.CONTROLLER_EPOCH.set(image.controller.epoch)
         metrics.FENCED_BROKERS.set(sum(1 for b in image.brokers.values() if not b.active))
         metrics.OFFLINE_PARTITIONS.set(sum(1 for p in image.all_partitions() if p.leader < 0))
+
+
+def _logs_of(topic: HostedTopic | None) -> Mapping[int, PartitionLog]:
+    return {} if topic is None else topic.logs
