@@ -96,6 +96,17 @@ def test_produce_and_fetch_survive_a_metadata_outage_and_admin_recovers(
         topic = unique("outage")
         created = cluster.post(0, "/topics", json={"name": topic, "replica_assignment": [[0], [1]]})
         assert created.status_code == 201, created.text
+
+        def leads_its_partition(broker_id: int) -> bool:
+            # The create is answered once the controller committed it; each broker learns of it
+            # within a metadata poll, and must know it leads before the load starts.
+            answer = cluster.get(broker_id, f"/topics/{topic}")
+            if answer.status_code != 200:
+                return False
+            partitions = answer.json()["partitions"]
+            return bool(partitions[broker_id]["leader"] == broker_id)
+
+        wait_for(lambda: all(leads_its_partition(b) for b in (0, 1)), 10, "both leaders known")
         acknowledged: dict[int, list[str]] = {0: [], 1: []}
         failures: list[str] = []
         stop = threading.Event()
