@@ -37,6 +37,7 @@ from headwater.errors import (
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
+from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, PartitionId
 from headwater_broker.cluster import election, placement, topic_configs
 from headwater_broker.cluster.changes import Change, Mutation, PartitionWrite, TopicDeletion
@@ -53,7 +54,6 @@ from headwater_broker.cluster.state import (
     LeaderEpoch,
     PartitionEpoch,
     PartitionState,
-    TopicPartition,
     TopicState,
 )
 from headwater_broker.cluster.store import ImageBehindError, MetadataStore
