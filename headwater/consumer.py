@@ -2,8 +2,12 @@
 
 A consumer keeps, per assigned partition, the offset of the next record ``poll()`` returns (its
 *position*). Positions start from ``seek()``, else from the group's committed offset (after
-``subscribe()``), else from ``auto.offset.reset``. Fetches are stateless on the broker side: any
-broker can serve any offset, so no session or instance affinity is needed.
+``subscribe()``), else from ``auto.offset.reset``. Fetches are stateless on the broker side (no
+session or instance affinity); each partition's fetch goes to its leader through the cluster
+client (:mod:`headwater.client.cluster`). A fetch that fails with a retriable error (a 421, a
+leader that stops answering, a partition without a leader) returns nothing for that partition
+in this round and holds it back for the delay the cluster client names, while the other
+partitions go on being read.
 
 Consumer groups (``headwater.groups.consumer_group.ConsumerGroup``, created by ``subscribe()``)
 plug in at three points: ``_initial_position`` (the committed offset), ``_before_poll``
@@ -24,10 +28,11 @@ from dataclasses import dataclass
 
 import httpx
 
-from headwater.client.bootstrap import BootstrapServers
+from headwater.client.broker import BrokerClient, PartitionOffsets
+from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
 from headwater.config import ConsumerConfig
-from headwater.errors import OffsetOutOfRangeError
+from headwater.errors import HeadwaterError, OffsetOutOfRangeError
 from headwater.groups.consumer_group import ConsumerGroup, RebalanceCallback
 from headwater.records.batch import RecordFactory, decode_batch_as, iter_batches
 from headwater.topic_partition import TopicPartition
@@ -111,12 +116,14 @@ class Consumer(Closeable):
     ) -> None:
         self.config = ConsumerConfig.from_dict(config or {})
         cfg = self.config
-        self._servers = BootstrapServers(
+        self._servers = ClusterClient(
             cfg.bootstrap_servers,
             timeout=cfg.request_timeout_ms / 1000,
             transport=transport,
             client_id=cfg.client_id,
+            retry_backoff_ms=cfg.retry_backoff_ms,
         )
+        self._held_until: dict[TopicPartition, float] = {}  # partitions backing off after errors
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, Offset | None] = {}
         self._buffered: dict[TopicPartition, deque[ConsumerRecord]] = {}
@@ -147,11 +154,17 @@ class Consumer(Closeable):
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for tp in self._assignment if partitions is None else partitions:
-            self.seek(tp, self._servers.current.offsets(tp.topic, tp.partition).beginning_offset)
+            self.seek(tp, self._offsets(tp).beginning_offset)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for tp in self._assignment if partitions is None else partitions:
-            self.seek(tp, self._servers.current.offsets(tp.topic, tp.partition).end_offset)
+            self.seek(tp, self._offsets(tp).end_offset)
+
+    def _offsets(self, tp: TopicPartition) -> PartitionOffsets:
+        """``tp``'s log start and end from its leader, retried up to ``request.timeout.ms``."""
+        return self._servers.call_leader(
+            tp.topic, tp.partition, lambda broker: broker.offsets(tp.topic, tp.partition)
+        )
 
     def position(self, tp: TopicPartition) -> Offset:
         """The offset of the next record ``poll()`` returns for ``tp``."""
@@ -183,7 +196,7 @@ class Consumer(Closeable):
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise OffsetOutOfRangeError(f"no valid position for {tp} and auto.offset.reset is none")
-        offsets = self._servers.current.offsets(tp.topic, tp.partition)
+        offsets = self._offsets(tp)
         return offsets.beginning_offset if policy == "earliest" else offsets.end_offset
 
     def _before_poll(self) -> None:
@@ -207,7 +220,11 @@ class Consumer(Closeable):
             return out
         wait_ms = 0
         while True:
+            fetched_any = False
             for tp in self._rotation():
+                if self._held_until.get(tp, 0.0) > time.monotonic():
+                    continue
+                fetched_any = True
                 self._buffered[tp].extend(self._fetch_partition(tp, wait_ms))
                 if sum(len(b) for b in self._buffered.values()) >= self.config.max_poll_records:
                     break
@@ -215,6 +232,11 @@ class Consumer(Closeable):
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if out or remaining_ms <= 0:
                 return out
+            if not fetched_any:
+                # Every partition is backing off after an error: wait for the first to be due.
+                due = min(self._held_until.get(tp, 0.0) for tp in self._assignment)
+                time.sleep(max(0.0, min(due, deadline) - time.monotonic()))
+                continue
             # Nothing yet: long-poll, sharing the wait between partitions (fetch is per partition).
             wait_ms = max(
                 min(remaining_ms, self.config.fetch_max_wait_ms) // len(self._assignment), 1
@@ -246,8 +268,10 @@ class Consumer(Closeable):
     def _fetch_partition(self, tp: TopicPartition, max_wait_ms: int) -> list[ConsumerRecord]:
         """Fetch and decode ``tp``'s records from its position; advance the position past them."""
         position = self._fetch_position(tp)
+        leader: BrokerClient | None = None
         try:
-            fetched = self._servers.current.fetch_batches(
+            leader = self._servers.leader(tp.topic, tp.partition)
+            fetched = leader.fetch_batches(
                 tp.topic,
                 tp.partition,
                 position,
@@ -261,12 +285,16 @@ class Consumer(Closeable):
             log.info("%s: offset %d out of range, reset to %d", tp, position, reset)
             self._positions[tp] = reset
             return []
-        except httpx.TransportError as exc:
-            log.warning("fetch %s from %s failed: %s", tp, self._servers.current.base_url, exc)
-            self._servers.rotate()
-            # Back off so a poll() waiting for data does not spin on a broker that is down.
-            time.sleep(self.config.retry_backoff_ms / 1000)
+        except (httpx.TransportError, HeadwaterError) as exc:
+            delay = self._servers.retry_delay(tp.topic, tp.partition, exc, leader)
+            if delay is None:
+                raise
+            where = leader.base_url if leader is not None else "the cluster"
+            log.info("fetch %s from %s failed, retrying in %.2fs: %s", tp, where, delay, exc)
+            # Held back, not slept on: the other partitions' fetches go on meanwhile.
+            self._held_until[tp] = time.monotonic() + delay
             return []
+        self._held_until.pop(tp, None)
         records: list[ConsumerRecord] = []
         make = self._factories.get(tp)
         if make is None:

@@ -31,10 +31,19 @@ class HeadwaterError(Exception):
     error_code: ClassVar[int] = 50001
     http_status: ClassVar[int] = 500
     kafka_code: ClassVar[int | None] = None
+    # Seconds the server asked the client to wait before retrying (a 503's ``Retry-After``),
+    # set by clients when they rebuild the error from a response.
+    retry_after: float | None = None
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message()
         super().__init__(self.message)
+
+    @classmethod
+    def from_wire(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
+        """The error rebuilt from its JSON body; classes whose body has more fields than
+        ``error_code`` and ``message`` override this to keep them."""
+        return cls(message)
 
     @classmethod
     def default_message(cls) -> str:
@@ -72,7 +81,7 @@ class ErrorFamily:
         """Rebuild the typed error from an HTTP error response (status and decoded JSON body)."""
         if isinstance(body, dict) and isinstance(body.get("error_code"), int):
             cls = self.for_code(body["error_code"])
-            error = cls(str(body.get("message", "")))
+            error = cls.from_wire(str(body.get("message", "")), body)
             if cls is UnknownServerError:
                 error.message = f"HTTP {status}, error_code {body['error_code']}: {error.message}"
             return error
@@ -80,6 +89,12 @@ class ErrorFamily:
 
 
 COMMON = ErrorFamily("common")
+
+
+def _int_field(body: dict[str, Any], key: str) -> int:
+    """An integer field of an error body, -1 when absent or not an integer."""
+    value = body.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 # --- Common request errors (every service) -------------------------------------------------------
@@ -345,6 +360,16 @@ class NotLeaderOrFollowerError(BrokerError):
         self.leader_url = leader_url
         self.leader_epoch = leader_epoch
 
+    @classmethod
+    def from_wire(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
+        url = body.get("leader_url")
+        return cls(
+            message,
+            leader_id=_int_field(body, "leader_id"),
+            leader_url=url if isinstance(url, str) and url else None,
+            leader_epoch=_int_field(body, "leader_epoch"),
+        )
+
     def to_body(self) -> dict[str, Any]:
         # The body names the current leader so a client can go there without a metadata refresh.
         return {
@@ -462,6 +487,15 @@ class NotControllerError(BrokerError):
         super().__init__(message)
         self.controller_id = controller_id
         self.controller_url = controller_url
+
+    @classmethod
+    def from_wire(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
+        url = body.get("controller_url")
+        return cls(
+            message,
+            controller_id=_int_field(body, "controller_id"),
+            controller_url=url if isinstance(url, str) and url else None,
+        )
 
     def to_body(self) -> dict[str, Any]:
         return {

@@ -6,6 +6,8 @@ from headwater.errors import (
     BROKER,
     COMMON,
     MalformedRequestError,
+    NotControllerError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     TopicNotFoundError,
     UnknownServerError,
@@ -30,3 +32,32 @@ def test_unknown_body_becomes_unknown_server_error_with_the_status() -> None:
     error = BROKER.from_body(502, "<html>bad gateway</html>")
     assert isinstance(error, UnknownServerError)
     assert "HTTP 502" in error.message
+
+
+def test_not_leader_keeps_the_leader_named_in_its_body() -> None:
+    error = NotLeaderOrFollowerError(
+        "broker 1 does not lead t/0", leader_id=2, leader_url="http://b2:8083", leader_epoch=7
+    )
+    rebuilt = BROKER.from_body(421, error.to_body())
+    assert isinstance(rebuilt, NotLeaderOrFollowerError)
+    assert (rebuilt.leader_id, rebuilt.leader_url, rebuilt.leader_epoch) == (
+        2,
+        "http://b2:8083",
+        7,
+    )
+    assert rebuilt.message == "broker 1 does not lead t/0"
+
+
+def test_not_leader_without_a_leader_in_its_body_names_none() -> None:
+    rebuilt = BROKER.from_body(
+        421, {"error_code": 42101, "message": "m", "leader_id": None, "leader_url": ""}
+    )
+    assert isinstance(rebuilt, NotLeaderOrFollowerError)
+    assert (rebuilt.leader_id, rebuilt.leader_url, rebuilt.leader_epoch) == (-1, None, -1)
+
+
+def test_not_controller_keeps_the_controller_named_in_its_body() -> None:
+    error = NotControllerError("not me", controller_id=3, controller_url="http://b3:8084")
+    rebuilt = BROKER.from_body(503, error.to_body())
+    assert isinstance(rebuilt, NotControllerError)
+    assert (rebuilt.controller_id, rebuilt.controller_url) == (3, "http://b3:8084")
