@@ -40,17 +40,16 @@ class HeadwaterError(Exception):
         super().__init__(self.message)
 
     @classmethod
-    def from_wire(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
-        """The error rebuilt from its JSON body; classes whose body has more fields than
-        ``error_code`` and ``message`` override this to keep them."""
-        return cls(message)
-
-    @classmethod
     def default_message(cls) -> str:
         return cls.__doc__.strip().splitlines()[0] if cls.__doc__ else cls.__name__
 
     def to_body(self) -> dict[str, Any]:
         return {"error_code": self.error_code, "message": self.message}
+
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
+        """Rebuild from a body: subclasses whose body carries more fields read them here."""
+        return cls(message)
 
 
 class ErrorFamily:
@@ -81,7 +80,7 @@ class ErrorFamily:
         """Rebuild the typed error from an HTTP error response (status and decoded JSON body)."""
         if isinstance(body, dict) and isinstance(body.get("error_code"), int):
             cls = self.for_code(body["error_code"])
-            error = cls.from_wire(str(body.get("message", "")), body)
+            error = cls.from_fields(str(body.get("message", "")), body)
             if cls is UnknownServerError:
                 error.message = f"HTTP {status}, error_code {body['error_code']}: {error.message}"
             return error
@@ -89,12 +88,6 @@ class ErrorFamily:
 
 
 COMMON = ErrorFamily("common")
-
-
-def _int_field(body: dict[str, Any], key: str) -> int:
-    """An integer field of an error body, -1 when absent or not an integer."""
-    value = body.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 # --- Common request errors (every service) -------------------------------------------------------
@@ -360,16 +353,6 @@ class NotLeaderOrFollowerError(BrokerError):
         self.leader_url = leader_url
         self.leader_epoch = leader_epoch
 
-    @classmethod
-    def from_wire(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
-        url = body.get("leader_url")
-        return cls(
-            message,
-            leader_id=_int_field(body, "leader_id"),
-            leader_url=url if isinstance(url, str) and url else None,
-            leader_epoch=_int_field(body, "leader_epoch"),
-        )
-
     def to_body(self) -> dict[str, Any]:
         # The body names the current leader so a client can go there without a metadata refresh.
         return {
@@ -378,6 +361,16 @@ class NotLeaderOrFollowerError(BrokerError):
             "leader_url": self.leader_url,
             "leader_epoch": self.leader_epoch,
         }
+
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> NotLeaderOrFollowerError:
+        url = body.get("leader_url")
+        return cls(
+            message,
+            leader_id=_int(body.get("leader_id")),
+            leader_url=url if isinstance(url, str) else None,
+            leader_epoch=_int(body.get("leader_epoch")),
+        )
 
 
 @BROKER.register
@@ -488,21 +481,21 @@ class NotControllerError(BrokerError):
         self.controller_id = controller_id
         self.controller_url = controller_url
 
-    @classmethod
-    def from_wire(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
-        url = body.get("controller_url")
-        return cls(
-            message,
-            controller_id=_int_field(body, "controller_id"),
-            controller_url=url if isinstance(url, str) and url else None,
-        )
-
     def to_body(self) -> dict[str, Any]:
         return {
             **super().to_body(),
             "controller_id": self.controller_id,
             "controller_url": self.controller_url,
         }
+
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> NotControllerError:
+        url = body.get("controller_url")
+        return cls(
+            message,
+            controller_id=_int(body.get("controller_id")),
+            controller_url=url if isinstance(url, str) else None,
+        )
 
 
 @BROKER.register
@@ -520,3 +513,8 @@ class RequestTimedOutError(BrokerError):
     error_code = 50401
     http_status = 504
     kafka_code = 7  # REQUEST_TIMED_OUT
+
+
+def _int(value: Any) -> int:
+    """A broker id or epoch from a body; -1 (none) for anything that is not an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1

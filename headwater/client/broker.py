@@ -36,7 +36,7 @@ class Replica:
 @dataclass(frozen=True, slots=True)
 class PartitionDescription:
     """A partition as ``GET /topics/{t}`` describes it (offsets absent in partition listings,
-    and None where the answering broker does not know them).
+    and None where the answering broker cannot tell them: it sends -1 while the leader is down).
 
     ``leader`` is -1 while the partition has no leader; ``leader_epoch`` is -1 from a broker
     that does not report one. ``replicas`` come as objects (``{"broker", "leader",
@@ -76,8 +76,9 @@ class PartitionDescription:
             partition=PartitionId(body["partition"]),
             leader=leader,
             replicas=tuple(replicas),
-            beginning_offset=None if begin is None else Offset(begin),
-            end_offset=None if end is None else Offset(end),
+            # -1 (or null): the answering broker cannot tell (the leader is down).
+            beginning_offset=None if begin is None or begin < 0 else Offset(begin),
+            end_offset=None if end is None or end < 0 else Offset(end),
             leader_epoch=epoch if isinstance(epoch, int) else -1,
             isr=isr,
         )

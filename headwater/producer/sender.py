@@ -208,7 +208,14 @@ class Sender:
                             f"batch for {topic}-{partition} not acknowledged within "
                             f"delivery.timeout.ms ({cfg.delivery_timeout_ms}); last error: {exc}"
                         ) from exc
-                    log.debug("retrying batch for %s-%s in %.2fs: %s", topic, partition, delay, exc)
+                    log.debug(
+                        "retrying batch for %s-%s in %.2fs after %s: %s",
+                        topic,
+                        partition,
+                        delay,
+                        type(exc).__name__,
+                        exc,
+                    )
                     time.sleep(delay)
                     continue
                 self._finish(request, acks, None)

@@ -5,15 +5,11 @@ resets) and timestamp lookups. Brokers are tried in order until one answers; con
 for the same topic share one fetch, so a burst of heartbeats makes one broker call.
 
 In a cluster a topic's description may come without the offsets of partitions the answering
-broker does not lead (``null``); those are asked of each partition's leader (its URL from
-``GET /cluster``, cached like topics), else of any broker. A partition without a leader has no
-known offsets for now: it still counts for assignment, lag leaves it out, and validating a commit
-or a reset against it answers 503 50302 (retriable) rather than guessing.
-
-A name that cannot be a topic (``headwater_coordinator.names``) is not asked about: no topic
-has it. Every other name still goes into a broker URL as escaped path segments
-(:func:`topic_path`), so that a name is only ever asked about as itself -- never as another route
-(``../healthz``) or another topic (``T?x=1``, ``T#frag``).
+broker cannot read (``null``, or -1 while their leader is down); those are asked of each
+partition's leader (its URL from ``GET /cluster``, cached like topics), else of any broker. A
+partition without a leader has no known offsets for now: it still counts for assignment, lag
+leaves it out, and validating a commit or a reset against it answers 503 50302 (retriable)
+rather than guessing.
 """
 
 from __future__ import annotations
@@ -123,7 +119,7 @@ class BrokerMetadata:
             for p in partitions:
                 partition = PartitionId(p["partition"])
                 begin, last = p.get("beginning_offset"), p.get("end_offset")
-                if begin is None or last is None:
+                if begin is None or last is None or begin < 0 or last < 0:
                     leader = p.get("leader")
                     unknown[partition] = leader if isinstance(leader, int) else -1
                 else:

@@ -50,7 +50,7 @@ def test_not_leader_keeps_the_leader_named_in_its_body() -> None:
 
 def test_not_leader_without_a_leader_in_its_body_names_none() -> None:
     rebuilt = BROKER.from_body(
-        421, {"error_code": 42101, "message": "m", "leader_id": None, "leader_url": ""}
+        421, {"error_code": 42101, "message": "m", "leader_id": None, "leader_url": None}
     )
     assert isinstance(rebuilt, NotLeaderOrFollowerError)
     assert (rebuilt.leader_id, rebuilt.leader_url, rebuilt.leader_epoch) == (-1, None, -1)
