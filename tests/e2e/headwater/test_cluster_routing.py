@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from headwater.client.cluster import ClusterClient
 from headwater.consumer import ConsumerRecord
 from headwater.errors import NotLeaderOrFollowerError
 from headwater.records.batch import encode_batch
-from headwater.types import PartitionId
+from headwater.types import Offset, PartitionId
 from headwater_broker.settings import BrokerSettings
 from tests.support import ServiceProcess, free_port, unique
 
@@ -143,8 +144,12 @@ def spread_topic(cluster: Cluster, partitions: int) -> tuple[str, dict[int, int]
         assert answer.status_code == 201, answer.text
     expected = {p: p % BROKERS for p in range(partitions)}
     for via in range(BROKERS):  # every broker's metadata has caught up
-        wait_until(lambda v=via: cluster.leaders(topic, v) == expected, 10, f"leaders at {via}")
+        wait_until(partial(_leaders_are, cluster, topic, via, expected), 10, f"leaders at {via}")
     return topic, expected
+
+
+def _leaders_are(cluster: Cluster, topic: str, via: int, expected: dict[int, int]) -> bool:
+    return cluster.leaders(topic, via) == expected
 
 
 def read_everything(
@@ -231,7 +236,7 @@ def test_admin_and_topic_log_from_one_bootstrap_broker(cluster: Cluster) -> None
         ranges = log.log_ranges([topic])
         assert ranges == {(topic, PartitionId(p)): (0, 10) for p in range(3)}
         for p in range(3):
-            batches = list(log.read_range(topic, PartitionId(p), 0, 10, 100))
+            batches = list(log.read_range(topic, PartitionId(p), Offset(0), Offset(10), 100))
             values = pa.concat_arrays([b.column(1) for b in batches]).to_pylist()
             assert values == [b"%d" % i for i in range(p, 30, 3)]
 
