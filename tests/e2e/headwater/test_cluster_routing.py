@@ -13,7 +13,9 @@ spread over the brokers and a partition whose broker is down has no leader until
   421 and goes to the new one (after a metadata refresh: the new topic's leader epoch is not
   newer than the old topic's, so the 421's leader alone is not trusted);
 * the AdminClient and the Spark source's topic log, bootstrapped from one broker, reach every
-  partition.
+  partition;
+* the coordinator, given one broker, reads the offsets of partitions led elsewhere; while one has
+  no leader, lag leaves it out and a reset is refused with 503 50302, until it returns.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.client.cluster import ClusterClient
 from headwater.consumer import ConsumerRecord
 from headwater.errors import NotLeaderOrFollowerError
+from headwater.groups.client import CoordinatorClient
+from headwater.groups.errors import BrokersUnavailableError
 from headwater.records.batch import encode_batch
 from headwater.types import Offset, PartitionId
 from headwater_broker.settings import BrokerSettings
@@ -356,3 +360,50 @@ def test_kill_9_of_a_leader_loses_no_acknowledged_record(
     for p in range(partitions):
         values = [r.value for r in logged if r.partition == p]
         assert values == [b"%06d" % i for i in range(p, 3000, partitions)]
+
+
+def test_coordinator_answers_for_a_partition_without_a_leader(
+    cluster: Cluster, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """The coordinator knows one broker; a partition led by another is read from its leader,
+    and while it has no leader lag leaves it out and a reset is refused as retriable."""
+    topic, leaders = spread_topic(cluster, 3)
+    with Producer({"bootstrap.servers": cluster.url(0)}) as producer:
+        for i in range(30):
+            producer.produce(topic, b"%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
+    port = free_port()
+    env = {
+        "COORDINATOR_PORT": str(port),
+        "COORDINATOR_BROKERS": cluster.url(0),
+        "COORDINATOR_REDIS_URL": redis_url,
+        "COORDINATOR_KEY_PREFIX": redis_prefix,
+        "COORDINATOR_LAG_METRICS_INTERVAL_MS": "0",
+    }
+    group = unique("g")
+    tps = [TopicPartition(topic, PartitionId(p)) for p in range(3)]
+    victim = leaders[1]
+    assert victim != 0
+    with (
+        ServiceProcess("headwater_coordinator", port, env, tmp_path / "coordinator.log"),
+        CoordinatorClient(f"http://127.0.0.1:{port}") as client,
+    ):
+        client.commit(group, dict.fromkeys(tps, 4))
+        lag = client.lag(group)
+        assert {(r["partition"], r["end_offset"]) for r in lag["partitions"]} == {
+            (0, 10),
+            (1, 10),
+            (2, 10),
+        }
+        assert lag["total_lag"] == 18
+        cluster.processes[victim].kill()
+        wait_until(lambda: cluster.leaders(topic, 0)[1] == -1, 30, "partition 1 without leader")
+        lag = client.lag(group)
+        assert sorted(r["partition"] for r in lag["partitions"]) == [0, 2]
+        with pytest.raises(BrokersUnavailableError):
+            client.reset(group, {"strategy": "latest", "topics": [topic]})
+        assert client.committed(group) == dict.fromkeys(tps, 4)  # nothing changed
+        cluster.restart(victim)
+        wait_until(lambda: cluster.leaders(topic, 0)[1] == victim, 30, "partition 1 led again")
+        client.reset(group, {"strategy": "latest", "topics": [topic]})
+        assert client.committed(group) == dict.fromkeys(tps, 10)
