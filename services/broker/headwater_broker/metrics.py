@@ -43,3 +43,26 @@ def forget_topic(topic: str, partitions: int) -> None:
         for gauge in (LOG_END_OFFSET, LOG_START_OFFSET):
             with contextlib.suppress(KeyError):
                 gauge.remove(topic, str(p))
+
+
+def forget_partition(topic: str, partition: int) -> None:
+    """Drop the series of a replica this broker no longer holds."""
+    for gauge in (LOG_END_OFFSET, LOG_START_OFFSET):
+        with contextlib.suppress(KeyError):
+            gauge.remove(topic, str(partition))
+
+
+# --- The cluster, as this broker's metadata image shows it -------------------------------------
+
+ACTIVE_CONTROLLER = Gauge(
+    "headwater_broker_active_controller", "1 if this broker is the active controller, else 0."
+)
+CONTROLLER_EPOCH = Gauge(
+    "headwater_broker_controller_epoch", "The controller epoch in this broker's metadata."
+)
+FENCED_BROKERS = Gauge(
+    "headwater_broker_fenced_brokers", "Registered brokers not active (fenced or shutting down)."
+)
+OFFLINE_PARTITIONS = Gauge(
+    "headwater_broker_partitions_without_leader", "Partitions whose leader is -1 (offline)."
+)

@@ -19,17 +19,24 @@ class Replica(_FromDomain):
 
 class PartitionSummary(_FromDomain):
     partition: int
-    leader: int
-    replicas: list[Replica]
+    leader: int = Field(description="The leader's broker id; -1 when the partition has none")
+    leader_epoch: int = Field(description="Grows by one at each leader change")
+    replicas: list[Replica] = Field(description="Replicas in preferred order (first: preferred)")
+    isr: list[int] = Field(description="The in-sync replicas' broker ids")
 
 
 class PartitionDescription(PartitionSummary):
-    beginning_offset: int = Field(description="First offset still readable (log start offset)")
-    end_offset: int = Field(description="Next offset to be written (high watermark)")
+    beginning_offset: int = Field(
+        description="First offset still readable (log start offset); -1 when the leader is down"
+    )
+    end_offset: int = Field(
+        description="Next offset to be written (high watermark); -1 when the leader is down"
+    )
 
 
 class TopicDescription(_FromDomain):
     name: str
+    topic_id: str = Field(description="A new id when a deleted name is created again")
     partitions: list[PartitionDescription]
     configs: dict[str, str]
 
@@ -37,10 +44,35 @@ class TopicDescription(_FromDomain):
 class CreateTopic(BaseModel):
     name: str
     partitions: int | None = Field(None, description="Default: BROKER_DEFAULT_PARTITIONS")
-    replication_factor: int | None = Field(None, description="1 (or -1 for the default)")
+    replication_factor: int | None = Field(
+        None, description="Default (or -1): min(3, active brokers); more is refused (42204)"
+    )
     configs: dict[str, Any] = Field(
         default_factory=dict, description='Kafka topic configs, e.g. {"retention.ms": "3600000"}'
     )
+    replica_assignment: list[list[int]] | None = Field(
+        None,
+        description="Explicit placement: one list of broker ids per partition, the first the "
+        "preferred leader (42206 for unknown or repeated brokers)",
+    )
+
+
+class ControllerSummary(BaseModel):
+    broker_id: int = Field(description="-1 when no controller is elected")
+    epoch: int
+
+
+class BrokerSummary(BaseModel):
+    broker_id: int
+    url: str
+    rack: str | None
+    state: str = Field(description="active, fenced or shutting_down")
+
+
+class ClusterDescription(BaseModel):
+    cluster_id: str
+    controller: ControllerSummary
+    brokers: list[BrokerSummary]
 
 
 class AlterConfigs(BaseModel):
@@ -142,6 +174,37 @@ class ErrorBody(BaseModel):
     message: str
 
 
+class NotLeaderBody(ErrorBody):
+    """421 42101: this broker does not lead the partition; go to the leader named here."""
+
+    leader_id: int = Field(description="-1 when unknown")
+    leader_url: str | None
+    leader_epoch: int
+
+
+RETRY_AFTER_S = 1
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying",
+        "schema": {"type": "integer"},
+    }
+}
+_DESCRIPTIONS = {
+    421: "42101: not the partition's leader (the body names it)",
+    503: "50302 no leader now, 50305 no controller now, 50306 metadata store unreachable; "
+    "retry after Retry-After seconds",
+}
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the error statuses a route can answer with."""
-    return {status: {"model": ErrorBody, "description": "Error"} for status in statuses}
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {
+            "model": NotLeaderBody if status == 421 else ErrorBody,
+            "description": _DESCRIPTIONS.get(status, "Error"),
+        }
+        if status == 503:
+            entry["headers"] = _RETRY_AFTER
+        out[status] = entry
+    return out

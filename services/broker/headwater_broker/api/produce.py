@@ -10,6 +10,7 @@ from headwater.errors import InvalidRequestError
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.embedded import ProduceBody
+from headwater_broker.api.forward import forwarded
 from headwater_broker.api.media import (
     BATCH_TYPES,
     BATCHES,
@@ -24,7 +25,7 @@ from headwater_kernel.body import JSONBody
 router = APIRouter(
     default_response_class=JSONBody,
     tags=["produce"],
-    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
+    responses=models.error_responses(400, 404, 406, 409, 413, 415, 421, 422, 503),
 )
 
 _ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
@@ -51,7 +52,8 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     fmt = EMBEDDED_FORMATS[require_content_type(request, tuple(EMBEDDED_FORMATS))]
     media = accept_json(request)
     body = await read_body(request, broker.settings.max_request_bytes)
-    offsets = await broker.produce(topic, partition, ProduceBody(bytes(body), fmt))
+    source = ProduceBody(bytes(body), fmt)
+    offsets = await broker.produce(topic, partition, source, forwarded=forwarded(request))
     answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
     content = {"offsets": answer, "key_schema_id": None, "value_schema_id": None}
     return JSONBody(content, media_type=media)
@@ -61,7 +63,8 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     "/topics/{topic}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
-    summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky",
+    summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky; any broker "
+    "(records for partitions led elsewhere are relayed to their leaders)",
 )
 async def produce(topic: str, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, None)
@@ -84,7 +87,8 @@ async def produce_to_partition(
     response_model=models.BatchesResponse,
     openapi_extra=_BATCHES_BODY,
     responses={204: {"description": "acks=0: appended, no body"}},
-    summary="Append raw RecordBatch v2 bytes (the fast path); offsets assigned by the broker",
+    summary="Append raw RecordBatch v2 bytes (the fast path, at the partition's leader only: "
+    "421 42101 elsewhere, 503 50302 when none leads it); offsets assigned by the broker",
 )
 async def append_batches(
     topic: str,
@@ -123,5 +127,5 @@ async def append_batches(
     summary="Get an idempotent producer id (epoch 0), or bump an id's epoch to fence old ones",
 )
 async def init_producer(body: models.InitProducer, broker: BrokerDep) -> models.ProducerIdentity:
-    producer_id, epoch = broker.init_producer(body.producer_id, body.producer_epoch)
+    producer_id, epoch = await broker.init_producer(body.producer_id, body.producer_epoch)
     return models.ProducerIdentity(producer_id=producer_id, producer_epoch=epoch)

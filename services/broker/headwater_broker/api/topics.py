@@ -1,18 +1,23 @@
-"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, offsets."""
+"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, offsets.
+
+Admin is carried out by the controller: at any other broker these routes relay the request to
+it. Offsets are the leader's: elsewhere the request is relayed to the leader.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
+from headwater_broker.api.forward import at_controller, at_leader, mark_metadata_offset
 from headwater_kernel.body import JSONBody
 
 router = APIRouter(
     default_response_class=JSONBody,
     tags=["topics"],
     dependencies=[JSONAnswerDep],
-    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
+    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422, 503),
 )
 
 
@@ -21,12 +26,18 @@ router = APIRouter(
     status_code=201,
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
-    summary="Create a topic (40901 exists, 42201 name, 42202 config, 42203/42204 counts)",
+    summary="Create a topic (40901 exists, 42201 name, 42202 config, 42203/42204 counts, "
+    "42206 assignment)",
 )
-async def create_topic(body: models.CreateTopic, broker: BrokerDep) -> models.TopicDescription:
-    description = broker.create_topic(
-        body.name, body.partitions, body.replication_factor, body.configs
+async def create_topic(
+    body: models.CreateTopic, request: Request, response: Response, broker: BrokerDep
+) -> models.TopicDescription | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    description = await broker.create_topic(
+        body.name, body.partitions, body.replication_factor, body.configs, body.replica_assignment
     )
+    mark_metadata_offset(response, broker)
     return models.TopicDescription.model_validate(description)
 
 
@@ -38,18 +49,22 @@ async def list_topics(broker: BrokerDep) -> list[str]:
 @router.get(
     "/topics/{topic}",
     response_model=models.TopicDescription,
-    summary="Partitions with their offsets, and the effective configs",
+    summary="Partitions with their leaders, replicas and offsets, and the effective configs",
 )
 async def describe_topic(topic: str, broker: BrokerDep) -> models.TopicDescription:
-    return models.TopicDescription.model_validate(broker.describe_topic(topic))
+    return models.TopicDescription.model_validate(await broker.describe_topic(topic))
 
 
 @router.delete(
     "/topics/{topic}", status_code=204, response_class=Response, summary="Delete a topic"
 )
-async def delete_topic(topic: str, broker: BrokerDep) -> Response:
+async def delete_topic(topic: str, request: Request, broker: BrokerDep) -> Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
     await broker.delete_topic(topic)
-    return Response(status_code=204)
+    response = Response(status_code=204)
+    mark_metadata_offset(response, broker)
+    return response
 
 
 @router.patch(
@@ -59,9 +74,12 @@ async def delete_topic(topic: str, broker: BrokerDep) -> Response:
     summary="Set and delete config overrides at once (42202 unknown key or bad value)",
 )
 async def alter_configs(
-    topic: str, body: models.AlterConfigs, broker: BrokerDep
-) -> models.TopicDescription:
-    description = broker.alter_topic_configs(topic, body.set, body.delete)
+    topic: str, body: models.AlterConfigs, request: Request, response: Response, broker: BrokerDep
+) -> models.TopicDescription | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    description = await broker.alter_topic_configs(topic, body.set, body.delete)
+    mark_metadata_offset(response, broker)
     return models.TopicDescription.model_validate(description)
 
 
@@ -72,15 +90,23 @@ async def alter_configs(
     summary="Grow the topic to `count` partitions in total (42203 unless larger)",
 )
 async def add_partitions(
-    topic: str, body: models.PartitionCount, broker: BrokerDep
-) -> models.TopicDescription:
-    return models.TopicDescription.model_validate(broker.add_partitions(topic, body.count))
+    topic: str,
+    body: models.PartitionCount,
+    request: Request,
+    response: Response,
+    broker: BrokerDep,
+) -> models.TopicDescription | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    description = await broker.add_partitions(topic, body.count)
+    mark_metadata_offset(response, broker)
+    return models.TopicDescription.model_validate(description)
 
 
 @router.get(
     "/topics/{topic}/partitions",
     response_model=list[models.PartitionSummary],
-    summary="The topic's partitions and their replicas",
+    summary="The topic's partitions: leader, leader epoch, replicas, in-sync replicas",
 )
 async def list_partitions(topic: str, broker: BrokerDep) -> list[models.PartitionSummary]:
     return [models.PartitionSummary.model_validate(p) for p in broker.list_partitions(topic)]
@@ -89,20 +115,25 @@ async def list_partitions(topic: str, broker: BrokerDep) -> list[models.Partitio
 @router.get(
     "/topics/{topic}/partitions/{partition}",
     response_model=models.PartitionDescription,
-    summary="One partition with its beginning and end offsets",
+    summary="One partition with its leader and its beginning and end offsets",
 )
 async def describe_partition(
     topic: str, partition: int, broker: BrokerDep
 ) -> models.PartitionDescription:
-    return models.PartitionDescription.model_validate(broker.partition_info(topic, partition))
+    info = await broker.partition_info(topic, partition)
+    return models.PartitionDescription.model_validate(info)
 
 
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     response_model=models.Offsets,
-    summary="Beginning (log start) and end (next to be written) offsets",
+    summary="Beginning (log start) and end (next to be written) offsets, from the leader",
 )
-async def offsets(topic: str, partition: int, broker: BrokerDep) -> models.Offsets:
+async def offsets(
+    topic: str, partition: int, request: Request, broker: BrokerDep
+) -> models.Offsets | Response:
+    if (relayed := await at_leader(request, broker, topic, partition)) is not None:
+        return relayed
     beginning, end = broker.offsets(topic, partition)
     return models.Offsets(beginning_offset=beginning, end_offset=end)
 
@@ -115,9 +146,12 @@ async def offsets(topic: str, partition: int, broker: BrokerDep) -> models.Offse
 async def lookup_offset(
     topic: str,
     partition: int,
+    request: Request,
     broker: BrokerDep,
     timestamp: int = Query(description="Milliseconds since the epoch"),
-) -> models.OffsetLookup:
+) -> models.OffsetLookup | Response:
+    if (relayed := await at_leader(request, broker, topic, partition)) is not None:
+        return relayed
     found = broker.lookup_offset(topic, partition, timestamp)
     if found is None:
         return models.OffsetLookup(offset=None, timestamp=None)
