@@ -25,9 +25,9 @@ again, or ``None`` when it must not be retried:
 Callers bound their retries by their own deadline (``delivery.timeout.ms``, the request
 timeout); :meth:`call_leader` and :meth:`call_any` do the whole loop.
 
-Metadata is cached per topic and read again only when an error made it stale or when asked
-``fresh``, and at most once per ``min_refresh_ms`` (100 ms) per topic, so a burst of failures
-makes one refresh.
+Metadata is cached per topic and read again when asked ``fresh`` (a partition the cache does not
+have, the producer's periodic refresh), or when an error made it stale -- then at most once per
+``min_refresh_ms`` (100 ms) per topic, so a burst of failures makes one refresh.
 
 A broker without ``GET /cluster`` (404: one that predates the cluster) is a cluster of one: the
 bootstrap broker that answered leads every partition, and a connection error moves on to the next
@@ -260,8 +260,8 @@ class ClusterClient(Closeable):
             self._unreachable[url] = time.monotonic() + UNREACHABLE_FOR_S
 
     def describe_topic(self, topic: str, *, fresh: bool = False) -> TopicDescription:
-        """``topic``'s description from any broker (cached; ``fresh`` reads it again, at most
-        once per ``min_refresh_ms``)."""
+        """``topic``'s description from any broker (cached; ``fresh`` reads it again now,
+        unless another thread's read began meanwhile)."""
         entry = self._topic(topic, fresh=fresh)
         return entry.description
 
@@ -279,11 +279,9 @@ class ClusterClient(Closeable):
         with self._lock:
             entry = self._topics.get(topic)
             now = time.monotonic()
-            if entry is not None:
-                if fresh:
-                    entry.stale = True
-                if not entry.stale or now - entry.fetched < self._min_refresh:
-                    return entry
+            recent = entry is not None and now - entry.fetched < self._min_refresh
+            if entry is not None and not fresh and (not entry.stale or recent):
+                return entry
         asked = time.monotonic()
         with self._fetch_lock(f"topic:{topic}"):
             with self._lock:
