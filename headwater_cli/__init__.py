@@ -17,6 +17,7 @@ COMMANDS = (
     "headwater_cli.schemas",
     "headwater_cli.validate",
     "headwater_cli.topics",
+    "headwater_cli.cluster",
     "headwater_cli.produce",
     "headwater_cli.consume",
     "headwater_cli.groups",

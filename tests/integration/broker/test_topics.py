@@ -212,7 +212,18 @@ async def test_default_partitions_setting(tmp_path: Path) -> None:
             42203,
             "Number of partitions must be between 1 and 10000, got 0",
         ),
-        ({"name": "ok", "replication_factor": 3}, 422, 42204, None),
+        (
+            {"name": "ok", "replication_factor": 3},
+            422,
+            42204,
+            "Replication factor 3 is larger than the number of active brokers, 1",
+        ),
+        (
+            {"name": "ok", "replica_assignment": [[0], [7]]},
+            422,
+            42206,
+            "Partition 1: broker(s) [7] are not registered in this cluster",
+        ),
         ({"partitions": 1}, 422, 42200, None),
     ],
 )
@@ -345,3 +356,24 @@ async def test_json_answers_respect_accept(tmp_path: Path) -> None:
         assert (refused.status_code, refused.json()["error_code"]) == (406, 40601)
         fine = await client.get("/topics", headers={"accept": "text/html, */*;q=0.1"})
         assert (fine.status_code, fine.json()) == (200, [])
+
+
+async def test_cluster_describes_this_one_broker_cluster(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        described = (await client.get("/cluster")).json()
+        assert described == {
+            "cluster_id": described["cluster_id"],
+            "controller": {"broker_id": 0, "epoch": 1},
+            "brokers": [
+                {"broker_id": 0, "url": "http://127.0.0.1:8082", "rack": None, "state": "active"}
+            ],
+        }
+        metrics = (await client.get("/metrics")).text
+        assert "headwater_broker_active_controller 1.0" in metrics
+        assert "headwater_broker_controller_epoch 1.0" in metrics
+        assert "headwater_broker_fenced_brokers 0.0" in metrics
+        assert "headwater_broker_partitions_without_leader 0.0" in metrics
+    async with broker(tmp_path) as client:  # the same cluster after a restart
+        again = (await client.get("/cluster")).json()
+        assert again["cluster_id"] == described["cluster_id"]
+        assert again["controller"]["epoch"] == 2
