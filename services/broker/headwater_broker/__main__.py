@@ -6,8 +6,6 @@ Exits 1 when another process took this broker id over (the broker stops serving 
 from __future__ import annotations
 
 import os
-import signal
-import sys
 
 from headwater_broker.app import create_app
 from headwater_broker.settings import BrokerSettings
@@ -16,15 +14,12 @@ from headwater_kernel.server import serve
 
 def main() -> None:
     settings = BrokerSettings()
-    replaced: list[bool] = []
 
-    def stop_replaced() -> None:
-        replaced.append(True)
-        os.kill(os.getpid(), signal.SIGTERM)
+    def exit_replaced() -> None:
+        # The broker has closed its logs; another process serves this id now.
+        os._exit(1)
 
-    serve(create_app(settings, on_replaced=stop_replaced), settings)
-    if replaced:
-        sys.exit(1)
+    serve(create_app(settings, on_replaced=exit_replaced), settings)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ def create_app(
         await broker.node.replaced.wait()
         log.error("broker %d was replaced by another process; it stops serving", broker.broker_id)
         broker.is_open = False
+        await broker.close()  # logs closed cleanly; the cluster is not touched (replaced)
         if on_replaced is not None:
             on_replaced()
 

@@ -224,7 +224,10 @@ class Broker:
     async def start(self) -> None:
         """Join the cluster, then start retention (and the interval fsync) in the background."""
         node = ClusterNode(
-            self.settings.cluster_settings(), self.broker_id, self.settings.advertised_url
+            self.settings.cluster_settings(),
+            self.broker_id,
+            self.settings.advertised_url,
+            on_controller_event=_controller_event,
         )
         await node.start()
         self._node = node
@@ -465,10 +468,6 @@ class Broker:
         if self.replicas is not None:
             await self.replicas.settle()
 
-    def _writable(self, topic_name: str) -> None:
-        if not self.is_open:
-            raise ServiceUnavailableError("The broker is not open")
-
     async def create_topic(
         self,
         name: str,
@@ -639,11 +638,24 @@ class Broker:
             self.producer_ids.judge(producer_id, epoch, stored, self.now_ms())
 
     async def _auto_create(self, topic_name: str) -> None:
+        """With BROKER_AUTO_CREATE_TOPICS, an unknown topic is created with the defaults (by the
+        controller, wherever it is) before a produce goes on."""
         if not self.is_open:
             raise ServiceUnavailableError("The broker is not open")
-        if self.settings.auto_create_topics and self.image.topic(topic_name) is None:
-            with contextlib.suppress(TopicAlreadyExistsError):
+        if not self.settings.auto_create_topics or self.image.topic(topic_name) is not None:
+            return
+        with contextlib.suppress(TopicAlreadyExistsError):
+            url = self.controller_url()
+            if url is None:
                 await self.create_topic(topic_name)
+            else:
+                validate_topic_name(topic_name)
+                await self.peers.create_topic(url, topic_name)
+        deadline = time.monotonic() + 2.0
+        while self.image.topic(topic_name) is None and time.monotonic() < deadline:
+            await self.node.follower.poll()
+            await asyncio.sleep(self.settings.metadata_poll_ms / 1000)
+        await self.replicas_settled()
 
     async def produce(
         self,
@@ -790,6 +802,11 @@ class Broker:
         labels = (plog.topic, str(plog.partition))
         metrics.LOG_END_OFFSET.labels(*labels).set(plog.log_end_offset)
         metrics.LOG_START_OFFSET.labels(*labels).set(plog.log_start_offset)
+
+
+def _controller_event(event: str, fields: dict[str, Any]) -> None:
+    """The controller role was won or lost: the gauge follows at once, not at the next change."""
+    metrics.ACTIVE_CONTROLLER.set(1 if event == "elected" else 0)
 
 
 def _config(overrides: dict[str, str]) -> TopicConfig:

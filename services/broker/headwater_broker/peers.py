@@ -25,6 +25,7 @@ import orjson
 
 from headwater.errors import (
     BROKER,
+    HeadwaterError,
     LeaderNotAvailableError,
     NotControllerError,
 )
@@ -143,7 +144,7 @@ class Peers:
         )
         try:
             answer = await self._json("GET", url, 0)
-        except (LeaderNotAvailableError, Exception):
+        except (HeadwaterError, ValueError):  # an error answer, or not the JSON expected
             return None
         return Offset(int(answer["beginning_offset"])), Offset(int(answer["end_offset"]))
 
@@ -151,17 +152,18 @@ class Peers:
         self,
         base_url: str,
         name: str,
-        partitions: int,
-        configs: Mapping[str, str],
-        assignment: Sequence[Sequence[int]],
+        partitions: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Create a topic at the controller with an explicit replica assignment."""
-        body = {
-            "name": name,
-            "partitions": partitions,
-            "configs": dict(configs),
-            "replica_assignment": [list(a) for a in assignment],
-        }
+        """Create a topic at the controller (defaults where an argument is None)."""
+        body: dict[str, Any] = {"name": name}
+        if partitions is not None:
+            body["partitions"] = partitions
+        if configs:
+            body["configs"] = dict(configs)
+        if assignment is not None:
+            body["replica_assignment"] = [list(a) for a in assignment]
         await self._json("POST", f"{base_url.rstrip('/')}/topics", 0, body, controller=True)
 
 

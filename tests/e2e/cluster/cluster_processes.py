@@ -23,7 +23,10 @@ BATCHES = "application/vnd.headwater.batches"
 class Cluster:
     """Brokers 0..n-1 on free loopback ports, each with its own data directory and log."""
 
-    def __init__(self, root: Path, metadata_url: str, size: int) -> None:
+    def __init__(
+        self, root: Path, metadata_url: str, size: int, racks: dict[int, str] | None = None
+    ) -> None:
+        self.racks = racks or {}
         self.root = root
         self.metadata_url = metadata_url
         self.ports = {i: free_port() for i in range(size)}
@@ -40,6 +43,7 @@ class Cluster:
             "BROKER_DATA_DIR": str(self.root / f"broker-{broker_id}"),
             "BROKER_METADATA_URL": self.metadata_url,
             "BROKER_FSYNC": "never",
+            **({"BROKER_RACK": self.racks[broker_id]} if broker_id in self.racks else {}),
         }
 
     def start(self, broker_id: int) -> ServiceProcess:
@@ -119,8 +123,10 @@ def wait_for(check: Callable[[], T | bool | None], timeout_s: float, what: str) 
 
 
 @contextmanager
-def running_cluster(root: Path, metadata_url: str, size: int) -> Iterator[Cluster]:
-    cluster = Cluster(root, metadata_url, size)
+def running_cluster(
+    root: Path, metadata_url: str, size: int, racks: dict[int, str] | None = None
+) -> Iterator[Cluster]:
+    cluster = Cluster(root, metadata_url, size, racks)
     try:
         for i in range(size):
             cluster.start(i)

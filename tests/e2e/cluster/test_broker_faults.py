@@ -201,3 +201,54 @@ def test_any_broker_answers_rest_requests_and_fast_paths_only_at_the_leader(
         )
         assert (twice.status_code, twice.json()["error_code"]) == (421, 42101)
         assert cluster.produce(controller, topic, 0, b"y").status_code == 200
+
+
+def test_replicas_spread_over_racks_and_the_factor_is_checked(tmp_path: Path) -> None:
+    racks = {0: "r0", 1: "r0", 2: "r1"}
+    with running_cluster(tmp_path, sqlite_url(tmp_path), 3, racks) as cluster:
+        assert {b["broker_id"]: b["rack"] for b in cluster.cluster(1)["brokers"]} == racks
+        topic = unique("racks")
+        created = cluster.post(
+            1, "/topics", json={"name": topic, "partitions": 4, "replication_factor": 2}
+        )
+        assert created.status_code == 201, created.text
+        for p in created.json()["partitions"]:
+            replicas = [r["broker"] for r in p["replicas"]]
+            assert {racks[b] for b in replicas} == {"r0", "r1"}, replicas
+        leaders = [p["leader"] for p in created.json()["partitions"]]
+        assert max(leaders.count(b) for b in racks) - min(leaders.count(b) for b in racks) <= 1
+        default = cluster.post(0, "/topics", json={"name": unique("default")}).json()
+        assert [len(p["replicas"]) for p in default["partitions"]] == [3]  # min(3, brokers)
+        refused = cluster.post(0, "/topics", json={"name": "x", "replication_factor": 4})
+        assert (refused.status_code, refused.json()) == (
+            422,
+            {
+                "error_code": 42204,
+                "message": "Replication factor 4 is larger than the number of active brokers, 3",
+            },
+        )
+
+
+def test_a_broker_whose_id_was_taken_over_while_stopped_exits_non_zero(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, sqlite_url(tmp_path), 2) as cluster:
+        old = cluster.processes[1]
+        assert old.process is not None
+        old.process.send_signal(signal.SIGSTOP)
+        try:
+            env = {**cluster.env(1, free_port()), "BROKER_DATA_DIR": str(tmp_path / "successor")}
+            successor = ServiceProcess(
+                "headwater_broker", int(env["BROKER_PORT"]), env, log_path=tmp_path / "next.log"
+            )
+            # The stopped broker's session expires; the successor registers the id.
+            successor.start(timeout=60)
+            cluster.processes[9] = successor  # stopped with the cluster
+        finally:
+            old.process.send_signal(signal.SIGCONT)
+        assert old.process.wait(timeout=60) == 1
+        assert "was replaced by another process" in (tmp_path / "broker-1.log").read_text()
+
+        def successor_recorded() -> bool:
+            brokers = {b["broker_id"]: b for b in cluster.cluster(0)["brokers"]}
+            return bool(brokers[1]["url"] == successor.url and brokers[1]["state"] == "active")
+
+        wait_for(successor_recorded, 30, "the successor recorded active under id 1")

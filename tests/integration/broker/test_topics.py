@@ -348,6 +348,21 @@ async def test_openapi_documents_response_models_and_errors(tmp_path: Path) -> N
             "application/vnd.headwater.batches",
         }
         assert "416" in fetch["responses"]
+        # The cluster: GET /cluster, 421 naming the leader on the fast paths, 503 with
+        # Retry-After where a leader or the controller may be missing.
+        described = spec["paths"]["/cluster"]["get"]["responses"]["200"]
+        assert described["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ClusterDescription"
+        }
+        batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
+        for operation in (batches, fetch):
+            misdirected = operation["responses"]["421"]["content"]["application/json"]["schema"]
+            assert misdirected == {"$ref": "#/components/schemas/NotLeaderBody"}
+            unavailable = operation["responses"]["503"]
+            assert unavailable["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+        assert "503" in spec["paths"]["/topics"]["post"]["responses"]
+        not_leader = spec["components"]["schemas"]["NotLeaderBody"]["properties"]
+        assert {"leader_id", "leader_url", "leader_epoch"} <= set(not_leader)
 
 
 async def test_json_answers_respect_accept(tmp_path: Path) -> None:
