@@ -75,6 +75,7 @@ from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 from headwater_broker import catalog, metrics
 from headwater_broker.cluster import producer_ids
+from headwater_broker.cluster.controller import Controller
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicPartition, TopicState
@@ -450,18 +451,30 @@ class Broker:
 
     # --- topic admin (carried out by the controller) --------------------------------------------
 
-    def controller_url(self) -> str | None:
+    async def controller_url(self) -> str | None:
         """None when this broker is the active controller, else the controller's URL.
 
-        Raises 50305 when there is no controller now.
+        While no controller is elected (an election in progress, a lease lost to a stall) this
+        waits up to two leases for one; then 50305.
         """
         try:
-            self.node.controller_for_admin()
+            await self._controller()
         except NotControllerError as exc:
             if exc.controller_url is None:
                 raise
             return exc.controller_url
         return None
+
+    async def _controller(self) -> Controller:
+        """This broker's controller role if it is the active controller (see controller_url)."""
+        deadline = time.monotonic() + 2 * self.settings.controller_lease_ms / 1000
+        while True:
+            try:
+                return self.node.controller_for_admin()
+            except NotControllerError as exc:
+                if exc.controller_url is not None or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
 
     async def replicas_settled(self) -> None:
         """Wait until this broker's replicas reflect its current image (its own admin writes)."""
@@ -482,7 +495,7 @@ class Broker:
         if replica_assignment is not None and partitions is None:
             count = len(replica_assignment)
         factor = None if replication_factor in (None, -1) else replication_factor
-        controller = self.node.controller_for_admin()
+        controller = await self._controller()
         await controller.create_topic(name, count, factor, configs, replica_assignment)
         await self.replicas_settled()
         return await self.describe_topic(name)
@@ -551,12 +564,12 @@ class Broker:
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic everywhere; a topic created later under the name starts at 0."""
-        await self.node.controller_for_admin().delete_topic(name)
+        await (await self._controller()).delete_topic(name)
         await self.replicas_settled()
 
     async def add_partitions(self, name: str, count: int) -> TopicDescription:
         """Grow a topic to ``count`` partitions in total (never shrinks, as Kafka)."""
-        await self.node.controller_for_admin().create_partitions(name, count)
+        await (await self._controller()).create_partitions(name, count)
         await self.replicas_settled()
         return await self.describe_topic(name)
 
@@ -570,7 +583,7 @@ class Broker:
         it is valid. Storage takes the new values at once: retention at its next run, segment
         sizes at the next roll, the timestamp type at the next append.
         """
-        controller = self.node.controller_for_admin()
+        controller = await self._controller()
         self._topic_state(name)
         both = sorted(set(set_configs) & set(delete))
         if both:
@@ -645,7 +658,7 @@ class Broker:
         if not self.settings.auto_create_topics or self.image.topic(topic_name) is not None:
             return
         with contextlib.suppress(TopicAlreadyExistsError):
-            url = self.controller_url()
+            url = await self.controller_url()
             if url is None:
                 await self.create_topic(topic_name)
             else:

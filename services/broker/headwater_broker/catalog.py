@@ -169,7 +169,7 @@ async def _create_at_controller(
     deadline = time.monotonic() + broker.settings.startup_timeout_ms / 1000
     while True:
         try:
-            url = broker.controller_url()
+            url = await broker.controller_url()
             if url is None:
                 await broker.create_topic(name, count, len(assignment[0]), configs, assignment)
             else:

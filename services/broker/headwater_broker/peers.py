@@ -61,7 +61,8 @@ class Peers:
 
     def __init__(self, timeout_ms: int, broker_id: int) -> None:
         self.broker_id = broker_id
-        self._client = httpx.AsyncClient(timeout=timeout_ms / 1000)
+        self.timeout_s = timeout_ms / 1000
+        self._client = httpx.AsyncClient(timeout=self.timeout_s)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -79,13 +80,22 @@ class Peers:
         metadata_offset: int,
         *,
         controller: bool = False,
+        extra_wait_s: float = 0.0,
     ) -> Relayed:
-        """Send a request on unchanged (``path`` already escaped, query included)."""
+        """Send a request on unchanged (``path`` already escaped, query included).
+
+        ``extra_wait_s`` lengthens the timeout by what the peer may wait on purpose (a fetch's
+        long-poll).
+        """
         sent = {k: v for k, v in headers.items() if k.lower() in RELAYED_REQUEST_HEADERS}
         sent.update(self._headers(metadata_offset))
         try:
             answer = await self._client.request(
-                method, base_url.rstrip("/") + path, headers=sent, content=content
+                method,
+                base_url.rstrip("/") + path,
+                headers=sent,
+                content=content,
+                timeout=self.timeout_s + extra_wait_s,
             )
         except httpx.HTTPError as exc:
             raise _unreachable(base_url, exc, controller) from None

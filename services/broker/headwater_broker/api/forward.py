@@ -35,7 +35,7 @@ async def at_leader(
 
 async def at_controller(request: Request, broker: Broker) -> Response | None:
     """None if this broker is the active controller, else the controller's answer."""
-    url = broker.controller_url()
+    url = await broker.controller_url()
     if url is None:
         return None
     if forwarded(request):
@@ -64,6 +64,7 @@ async def _relay(request: Request, broker: Broker, url: str, *, controller: bool
     query = request.scope.get("query_string", b"")
     if query:
         target += "?" + query.decode("latin-1")
+    wait_ms = request.query_params.get("max_wait_ms", "")
     answer = await broker.peers.relay(
         url,
         request.method,
@@ -72,5 +73,6 @@ async def _relay(request: Request, broker: Broker, url: str, *, controller: bool
         await request.body(),
         broker.image.offset,
         controller=controller,
+        extra_wait_s=int(wait_ms) / 1000 if wait_ms.isdigit() else 0.0,
     )
     return Response(answer.content, status_code=answer.status, headers=answer.headers)
