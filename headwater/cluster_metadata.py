@@ -4,15 +4,18 @@
 ids), as confluent-kafka's ``ClusterMetadata`` / ``TopicMetadata`` / ``PartitionMetadata``. A
 topic asked for by name that does not exist is in ``topics`` with ``error`` set (a
 ``TopicNotFoundError``) and no partitions, as confluent-kafka reports an unknown topic.
-``brokers`` stays empty: brokers are addressed by URL (``bootstrap.servers``), and topic
-descriptions name brokers only by id.
+``brokers``, ``cluster_id`` and ``controller_id`` come from ``GET /cluster``; a broker's ``host``
+and ``port`` are those of its advertised URL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from headwater.client.broker import BrokerClient, TopicDescription
+import httpx
+
+from headwater.client.broker import TopicDescription
+from headwater.client.cluster import ClusterClient
 from headwater.errors import HeadwaterError, TopicNotFoundError
 from headwater.types import BrokerId, PartitionId
 
@@ -65,18 +68,24 @@ def _topic_metadata(description: TopicDescription) -> TopicMetadata:
     )
 
 
-def describe_cluster(client: BrokerClient, topic: str | None = None) -> ClusterMetadata:
-    """Every topic (one request for the names, one per topic), or only ``topic``."""
-    metadata = ClusterMetadata(orig_broker_name=client.base_url)
-    if topic is not None:
+def describe_cluster(cluster: ClusterClient, topic: str | None = None) -> ClusterMetadata:
+    """The brokers and every topic (one request for the names, one per topic), or only
+    ``topic``; descriptions are read afresh, not from the routing cache."""
+    metadata = ClusterMetadata()
+    description = cluster.describe_cluster(fresh=True)
+    if description is not None:
+        metadata.cluster_id = description.cluster_id
+        metadata.controller_id = description.controller_id
+        for broker in description.brokers:
+            url = httpx.URL(broker.url)
+            port = url.port or (443 if url.scheme == "https" else 80)
+            metadata.brokers[broker.broker_id] = BrokerMetadata(broker.broker_id, url.host, port)
+    names = [topic] if topic is not None else cluster.call_any(lambda b: b.list_topics())
+    for name in names:
         try:
-            metadata.topics[topic] = _topic_metadata(client.describe_topic(topic))
+            metadata.topics[name] = _topic_metadata(cluster.describe_topic(name, fresh=True))
         except TopicNotFoundError as exc:
-            metadata.topics[topic] = TopicMetadata(topic, error=exc)
-        return metadata
-    for name in client.list_topics():
-        try:
-            metadata.topics[name] = _topic_metadata(client.describe_topic(name))
-        except TopicNotFoundError:
-            continue  # deleted since it was listed
+            if topic is not None:  # asked for by name: reported, as confluent-kafka does
+                metadata.topics[name] = TopicMetadata(name, error=exc)
+            # otherwise deleted since it was listed
     return metadata

@@ -8,8 +8,12 @@ Headwater differs, docs/sdk.md says why ("Coming from confluent-kafka").
 A consumer keeps, per assigned partition, the offset of the next record it returns (its
 *position*). Positions start from ``assign()``'s or ``seek()``'s offset, else from the group's
 committed offset (after ``subscribe()``), else from ``auto.offset.reset``. Fetches are stateless
-on the broker side: any broker can serve any offset, so no session or instance affinity is
-needed. Fetched records wait in a per-partition buffer until ``poll()``/``consume()`` take them.
+on the broker side (no session or instance affinity); each partition's fetch goes to its leader
+through the cluster client (:mod:`headwater.client.cluster`). A fetch that fails with a retriable
+error (a 421, a leader that stops answering, a partition without a leader) returns nothing for
+that partition in this round and holds it back for the delay the cluster client names, while the
+other partitions go on being read. Fetched records wait in a per-partition buffer until
+``poll()``/``consume()`` take them.
 
 Consumer groups (``headwater.groups.consumer_group.ConsumerGroup``, created by ``subscribe()``)
 plug in at three points: ``_initial_position`` (the committed offset), ``_before_poll``
@@ -26,14 +30,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from functools import partial
 
 import httpx
 
-from headwater.client.bootstrap import BootstrapServers
+from headwater.client.broker import BrokerClient, PartitionOffsets, TimestampOffset
+from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
 from headwater.cluster_metadata import ClusterMetadata, describe_cluster
 from headwater.config import ConsumerConfig
-from headwater.errors import OffsetOutOfRangeError
+from headwater.errors import HeadwaterError, OffsetOutOfRangeError
 from headwater.groups.client import DEFAULT_COORDINATOR, CoordinatorClient
 from headwater.groups.consumer_group import ConsumerGroup, GroupCallback
 from headwater.message import (
@@ -91,12 +97,14 @@ class Consumer(Closeable):
     ) -> None:
         self.config = ConsumerConfig.from_dict(config or {})
         cfg = self.config
-        self._servers = BootstrapServers(
+        self._servers = ClusterClient(
             cfg.bootstrap_servers,
             timeout=cfg.request_timeout_ms / 1000,
             transport=transport,
             client_id=cfg.client_id,
+            retry_backoff_ms=cfg.retry_backoff_ms,
         )
+        self._held_until: dict[TopicPartition, float] = {}  # partitions backing off after errors
         self._assignment: list[TopicPartition] = []
         self._paused: set[TopicPartition] = set()
         self._active: list[TopicPartition] = []  # assigned and not paused: what is fetched
@@ -162,9 +170,9 @@ class Consumer(Closeable):
         self._require_assigned(tp)
         offset = partition.offset
         if offset == OFFSET_BEGINNING:
-            offset = self._servers.current.offsets(tp.topic, tp.partition).beginning_offset
+            offset = self._offsets(tp).beginning_offset
         elif offset == OFFSET_END:
-            offset = self._servers.current.offsets(tp.topic, tp.partition).end_offset
+            offset = self._offsets(tp).end_offset
         elif offset < 0:
             raise ValueError(
                 f"seek({tp}) needs an offset >= 0, OFFSET_BEGINNING or OFFSET_END, got {offset}"
@@ -181,6 +189,12 @@ class Consumer(Closeable):
         """Headwater's shorthand: ``seek()`` each partition (default: all) to its log end."""
         for tp in self._assignment if partitions is None else partitions:
             self.seek(TopicPartition(tp.topic, tp.partition, OFFSET_END))
+
+    def _offsets(self, tp: TopicPartition) -> PartitionOffsets:
+        """``tp``'s log start and end from its leader, retried up to ``request.timeout.ms``."""
+        return self._servers.call_leader(
+            tp.topic, tp.partition, lambda broker: broker.offsets(tp.topic, tp.partition)
+        )
 
     def position(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Each (assigned) partition with ``offset`` set to the next offset it returns."""
@@ -200,7 +214,7 @@ class Consumer(Closeable):
         """``(low, high)``: the partition's log start and end (the next offset to be written).
         ``timeout`` and ``cached`` are accepted for confluent-kafka's sake; each request is
         bounded by ``request.timeout.ms``."""
-        offsets = self._servers.current.offsets(partition.topic, partition.partition)
+        offsets = self._offsets(TopicPartition(partition.topic, partition.partition))
         return offsets.beginning_offset, offsets.end_offset
 
     def offsets_for_times(
@@ -210,7 +224,11 @@ class Consumer(Closeable):
         whose record's timestamp is at or after it; ``OFFSET_END`` (-1) where there is none."""
         out = []
         for tp in partitions:
-            found = self._servers.current.offset_for_timestamp(tp.topic, tp.partition, tp.offset)
+            found = self._servers.call_leader(
+                tp.topic,
+                tp.partition,
+                partial(_offset_for_timestamp, tp.topic, tp.partition, tp.offset),
+            )
             offset = OFFSET_END if found.offset is None else found.offset
             out.append(TopicPartition(tp.topic, tp.partition, offset))
         return out
@@ -218,7 +236,7 @@ class Consumer(Closeable):
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's topics (or just ``topic``) with their partitions; see
         :func:`headwater.cluster_metadata.describe_cluster`."""
-        return describe_cluster(self._servers.current, topic)
+        return describe_cluster(self._servers, topic)
 
     def _require_assigned(self, tp: TopicPartition) -> None:
         if tp not in self._positions:
@@ -242,7 +260,7 @@ class Consumer(Closeable):
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise OffsetOutOfRangeError(f"no valid position for {tp} and auto.offset.reset is none")
-        offsets = self._servers.current.offsets(tp.topic, tp.partition)
+        offsets = self._offsets(tp)
         return offsets.beginning_offset if policy == "earliest" else offsets.end_offset
 
     def _before_poll(self) -> None:
@@ -291,7 +309,11 @@ class Consumer(Closeable):
         # Fetch rounds read ahead up to max.poll.records records (or ``limit``, if larger).
         read_ahead = max(limit, self.config.max_poll_records)
         while True:
+            fetched_any = False
             for tp in self._rotation():
+                if self._held_until.get(tp, 0.0) > time.monotonic():
+                    continue
+                fetched_any = True
                 self._buffered[tp].extend(self._fetch_partition(tp, wait_ms))
                 if sum(len(b) for b in self._buffered.values()) >= read_ahead:
                     break
@@ -299,6 +321,11 @@ class Consumer(Closeable):
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if out or remaining_ms <= 0:
                 return out
+            if not fetched_any:
+                # Every partition is backing off after an error: wait for the first to be due.
+                due = min(self._held_until.get(tp, 0.0) for tp in self._assignment)
+                time.sleep(max(0.0, min(due, deadline) - time.monotonic()))
+                continue
             # Nothing yet: long-poll, sharing the wait between partitions (fetch is per partition).
             wait_ms = max(min(remaining_ms, self.config.fetch_max_wait_ms) // len(self._active), 1)
 
@@ -328,8 +355,10 @@ class Consumer(Closeable):
     def _fetch_partition(self, tp: TopicPartition, max_wait_ms: int) -> list[Message]:
         """Fetch and decode ``tp``'s records from its position; advance the position past them."""
         position = self._fetch_position(tp)
+        leader: BrokerClient | None = None
         try:
-            fetched = self._servers.current.fetch_batches(
+            leader = self._servers.leader(tp.topic, tp.partition)
+            fetched = leader.fetch_batches(
                 tp.topic,
                 tp.partition,
                 position,
@@ -343,12 +372,16 @@ class Consumer(Closeable):
             log.info("%s: offset %d out of range, reset to %d", tp, position, reset)
             self._positions[tp] = reset
             return []
-        except httpx.TransportError as exc:
-            log.warning("fetch %s from %s failed: %s", tp, self._servers.current.base_url, exc)
-            self._servers.rotate()
-            # Back off so a poll() waiting for data does not spin on a broker that is down.
-            time.sleep(self.config.retry_backoff_ms / 1000)
+        except (httpx.TransportError, HeadwaterError) as exc:
+            delay = self._servers.retry_delay(tp.topic, tp.partition, exc, leader)
+            if delay is None:
+                raise
+            where = leader.base_url if leader is not None else "the cluster"
+            log.info("fetch %s from %s failed, retrying in %.2fs: %s", tp, where, delay, exc)
+            # Held back, not slept on: the other partitions' fetches go on meanwhile.
+            self._held_until[tp] = time.monotonic() + delay
             return []
+        self._held_until.pop(tp, None)
         records: list[Message] = []
         data = fetched.data
         next_position = position
@@ -509,3 +542,9 @@ def _log_failed_commit(future: Future[None]) -> None:
     exc = future.exception()
     if exc is not None:
         log.warning("asynchronous commit failed: %s", exc)
+
+
+def _offset_for_timestamp(
+    topic: str, partition: int, timestamp: int, broker: BrokerClient
+) -> TimestampOffset:
+    return broker.offset_for_timestamp(topic, partition, timestamp)

@@ -31,6 +31,9 @@ class HeadwaterError(Exception):
     error_code: ClassVar[int] = 50001
     http_status: ClassVar[int] = 500
     kafka_code: ClassVar[int | None] = None
+    # Seconds the server asked the client to wait before retrying (a 503's ``Retry-After``),
+    # set by clients when they rebuild the error from a response.
+    retry_after: float | None = None
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message()

@@ -23,6 +23,7 @@ import httpx
 from headwater.config import ConsumerConfig
 from headwater.errors import HeadwaterError, ServiceUnavailableError
 from headwater.groups.client import DEFAULT_COORDINATOR, CoordinatorClient
+from headwater.groups.errors import RETRIABLE
 from headwater.groups.membership import RETRY_BACKOFF_S, GroupMembership
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset
@@ -34,6 +35,12 @@ GroupCallback = Callable[[list[TopicPartition]], None]
 argument of the user's ``on_assign``/``on_revoke``/``on_lost``)."""
 # How long the first poll() after subscribe() waits for the group's first answer.
 FIRST_ASSIGNMENT_WAIT_S = 2.0
+# What initial_position() waits out: the coordinator restarting, its Redis or brokers away.
+_WAIT_OUT: tuple[type[Exception], ...] = (
+    httpx.TransportError,
+    ServiceUnavailableError,
+    *RETRIABLE,
+)
 
 
 class PartitionOwner(Protocol):
@@ -156,8 +163,9 @@ class ConsumerGroup:
                 try:
                     self._committed = self.client.committed(self.group_id)
                     break
-                except (httpx.TransportError, ServiceUnavailableError):
-                    # A restarting coordinator: wait for it rather than guess a position.
+                except _WAIT_OUT:
+                    # A restarting coordinator, or one whose Redis or brokers are briefly away
+                    # (50311, 50302): wait for it rather than guess a position.
                     if time.monotonic() >= deadline:
                         raise
                     time.sleep(RETRY_BACKOFF_S)

@@ -1,6 +1,7 @@
 """The Producer: the record accumulator (its caller side) wired to a sender thread.
 
-``Producer`` owns the parts and their lifecycle: the bootstrap servers, the partition counts
+``Producer`` owns the parts and their lifecycle: the cluster client (which routes each partition's
+batches to its leader, :mod:`headwater.client.cluster`), the partition counts
 (:mod:`metadata`), the :mod:`accumulator` it extends (``produce()`` and ``produce_many()`` live
 there, with the batches they fill), and the :mod:`sender` that ships sealed batches and settles
 the :mod:`futures` handed back, and the delivery :mod:`reports` that ``poll()`` and ``flush()``
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from headwater.client.bootstrap import BootstrapServers
+from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
 from headwater.cluster_metadata import ClusterMetadata, describe_cluster
 from headwater.config import ProducerConfig
@@ -42,9 +43,14 @@ class Producer(RecordAccumulator, Closeable):
       confluent-kafka (``msg`` is a :class:`~headwater.message.Message`); ``poll(timeout)``
       serves the reports that arrived and returns how many. ``DeliveryFuture`` callbacks
       (``add_done_callback``) run on a producer worker thread instead.
-    * Failures: connection errors and 5xx answers are retried with ``retry.backoff.ms`` until
-      ``delivery.timeout.ms`` after the record was produced (or ``retries`` is exhausted); other
-      errors fail the batch's records with the typed error from ``headwater.errors``.
+    * Routing: each partition's batches go to its leader (``GET /cluster`` and the topic
+      descriptions, read from any of ``bootstrap.servers``); a 421 naming a new leader is
+      followed at once, and a leader that stops answering or a partition without a leader (503)
+      makes the producer refresh its metadata and retry.
+    * Failures: connection errors, 421s and 5xx answers are retried (after ``retry.backoff.ms``
+      or the broker's ``Retry-After``) until ``delivery.timeout.ms`` after the record was
+      produced (or ``retries`` is exhausted); other errors fail the batch's records with the
+      typed error from ``headwater.errors``.
     * ``flush(timeout)`` waits for everything produced so far and serves its delivery reports;
       it returns ``len(producer)``: records not yet acknowledged plus reports not yet served
       (0 when done). ``close()`` flushes then stops threads.
@@ -58,12 +64,13 @@ class Producer(RecordAccumulator, Closeable):
     ) -> None:
         self.config = ProducerConfig.from_dict(config or {})
         cfg = self.config
-        self._servers = BootstrapServers(
+        self._servers = ClusterClient(
             cfg.bootstrap_servers,
             timeout=cfg.request_timeout_ms / 1000,
             transport=transport,
             client_id=cfg.client_id,
             max_connections=max(cfg.max_in_flight, 2) * 2,
+            retry_backoff_ms=cfg.retry_backoff_ms,
         )
         metadata = PartitionCounts(self._servers, cfg.metadata_max_age_ms)
         super().__init__(cfg, metadata)
@@ -99,7 +106,7 @@ class Producer(RecordAccumulator, Closeable):
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's topics (or just ``topic``) with their partitions, as
         ``AdminClient.list_topics``."""
-        return describe_cluster(self._servers.current, topic)
+        return describe_cluster(self._servers, topic)
 
     def __len__(self) -> int:
         """Records produced and not yet acknowledged or failed, plus delivery reports not yet

@@ -5,9 +5,10 @@ planning; each executor builds its own inside ``read()`` (an ``httpx.Client`` ho
 never pickled) and streams one offset range as Arrow record batches.
 
 Fetches use the broker's raw batch path (``Accept: application/vnd.headwater.batches``) through
-the SDK's BrokerClient and the shared codec (:mod:`headwater.records`), so the broker sends stored
-bytes without re-encoding; :mod:`headwater_spark.arrow_records` decodes each fetch column-wise
-into numpy and Arrow arrays.
+the SDK's cluster client, which sends each partition's fetch to its leader and follows a moved or
+lost leader (:mod:`headwater.client.cluster`), and the shared codec (:mod:`headwater.records`), so
+the broker sends stored bytes without re-encoding; :mod:`headwater_spark.arrow_records` decodes
+each fetch column-wise into numpy and Arrow arrays.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import TypeVar
 import httpx
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 
-from headwater.client.broker import BrokerClient
+from headwater.client.broker import BrokerClient, PartitionOffsets
+from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
 from headwater.errors import HeadwaterError, OffsetOutOfRangeError, TopicNotFoundError
 from headwater.records import iter_batches
@@ -60,9 +62,10 @@ ARROW_SCHEMA_NO_HEADERS = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("head
 class TopicLog(Closeable):
     """Typed reads of a cluster's topics: partitions, log ranges and records by offset.
 
-    Built on the SDK's :class:`~headwater.client.broker.BrokerClient`, one per broker URL. The
-    brokers are tried in order: any broker answers a fetch by offset (docs/broker-api.md), so
-    the next one is used when one is unreachable.
+    Built on the SDK's :class:`~headwater.client.cluster.ClusterClient`: listings and
+    descriptions come from any broker that answers, fetches and offsets from each partition's
+    leader; a request that meets a moved leader (421), no leader (503) or a broker that stops
+    answering is retried for up to ``timeout`` seconds before the task fails.
     """
 
     def __init__(
@@ -76,24 +79,28 @@ class TopicLog(Closeable):
         if not brokers:
             raise ValueError("at least one broker URL is needed")
         self.fetch_max_bytes = fetch_max_bytes
-        self._clients = [
-            BrokerClient(url, timeout=timeout, transport=transport, client_id="headwater-spark")
-            for url in brokers
-        ]
+        self._cluster = ClusterClient(
+            brokers, timeout=timeout, transport=transport, client_id="headwater-spark"
+        )
 
     def close(self) -> None:
-        for client in self._clients:
-            client.close()
+        self._cluster.close()
 
     def _any(self, call: Callable[[BrokerClient], T]) -> T:
-        last: Exception | None = None
-        for client in self._clients:
-            try:
-                return call(client)
-            except httpx.TransportError as exc:
-                last = exc
-        urls = [c.base_url for c in self._clients]
-        raise ConnectionError(f"no broker of {urls} answered: {last}")
+        try:
+            return self._cluster.call_any(call)
+        except httpx.TransportError as exc:
+            urls = list(self._cluster.bootstrap)
+            raise ConnectionError(f"no broker of the cluster of {urls} answered: {exc}") from exc
+
+    def _leader(self, topic: str, partition: int, call: Callable[[BrokerClient], T]) -> T:
+        try:
+            return self._cluster.call_leader(topic, partition, call)
+        except httpx.TransportError as exc:
+            raise ConnectionError(
+                f"the leader of {topic}/{partition} did not answer, nor did the metadata show "
+                f"another in time: {exc}"
+            ) from exc
 
     def log_ranges(
         self, topics: Sequence[str], *, missing_ok: bool = False
@@ -110,9 +117,14 @@ class TopicLog(Closeable):
                     continue
                 raise
             for p in description.partitions:
-                beginning = p.beginning_offset if p.beginning_offset is not None else Offset(0)
-                end = p.end_offset if p.end_offset is not None else beginning
-                out[(topic, p.partition)] = (beginning, end)
+                if p.beginning_offset is None or p.end_offset is None:
+                    # The answering broker does not lead it: its leader tells.
+                    offsets = self._leader(
+                        topic, p.partition, partial(_offsets, topic, p.partition)
+                    )
+                    out[(topic, p.partition)] = (offsets.beginning_offset, offsets.end_offset)
+                else:
+                    out[(topic, p.partition)] = (p.beginning_offset, p.end_offset)
         return out
 
     def subscribed_ranges(self, subscription: Subscription, *, streaming: bool) -> LogRanges:
@@ -140,13 +152,17 @@ class TopicLog(Closeable):
 
     def offset_for_timestamp(self, tp: TopicPartition, timestamp: int) -> Offset | None:
         """The first offset of ``tp`` whose record timestamp is >= ``timestamp``, or None."""
-        offset, _ = self._any(lambda c: c.offset_for_timestamp(tp[0], int(tp[1]), timestamp))
+        offset, _ = self._leader(
+            tp[0], int(tp[1]), lambda c: c.offset_for_timestamp(tp[0], int(tp[1]), timestamp)
+        )
         return offset
 
     def fetch(self, topic: str, partition: PartitionId, offset: Offset) -> tuple[bytes, Offset]:
         """Raw batches from ``offset`` on and the offset after the last record returned."""
-        fetched = self._any(
-            lambda c: c.fetch_batches(topic, partition, offset, max_bytes=self.fetch_max_bytes)
+        fetched = self._leader(
+            topic,
+            partition,
+            lambda c: c.fetch_batches(topic, partition, offset, max_bytes=self.fetch_max_bytes),
         )
         return fetched.data, fetched.next_offset
 
@@ -202,7 +218,9 @@ class TopicLog(Closeable):
                     buf, next_offset = self.fetch(topic, partition, position)
             except OffsetOutOfRangeError as exc:
                 ahead = None
-                beginning = self._any(lambda c: c.offsets(topic, partition)).beginning_offset
+                beginning = self._leader(
+                    topic, partition, partial(_offsets, topic, partition)
+                ).beginning_offset
                 if fail_on_data_loss or beginning <= position:
                     raise DataLossError(
                         f"{topic}/{partition}: offsets [{position}, {min(beginning, end)}) of "
@@ -256,6 +274,10 @@ class TopicLog(Closeable):
             topic, partition, start, end, rows_per_batch, fail_on_data_loss=fail_on_data_loss
         ):
             yield to_arrow(topic, partition, records, include_headers)
+
+
+def _offsets(topic: str, partition: int, client: BrokerClient) -> PartitionOffsets:
+    return client.offsets(topic, partition)
 
 
 def to_arrow(

@@ -75,6 +75,7 @@ from headwater.records.batch import (
     iter_batches,
 )
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
+from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 from headwater_broker import catalog, metrics
 from headwater_broker.cluster import producer_ids, topic_configs
@@ -82,7 +83,7 @@ from headwater_broker.cluster.controller import Controller
 from headwater_broker.cluster.election import IsrProposal
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.node import ClusterNode
-from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicPartition, TopicState
+from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicState
 from headwater_broker.log.partition import (
     AppendResult,
     FetchData,

@@ -32,11 +32,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId
 from headwater_broker import metrics
 from headwater_broker.cluster.image import MetadataEvent, MetadataImage
 from headwater_broker.cluster.node import ClusterNode
-from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicPartition, TopicState
+from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicState
 from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.manager import Replication
 

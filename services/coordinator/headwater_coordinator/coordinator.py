@@ -493,7 +493,9 @@ class Coordinator:
                 info = await self.metadata.topic(topic, fresh=True)
                 if info is None:
                     raise UnknownTopicOrPartitionError(f"topic {topic} does not exist")
-                for partition, end in sorted(info.end.items()):
+                for index in range(info.partitions):
+                    partition = PartitionId(index)
+                    end = info.require_end(partition)
                     if strategy == "earliest":
                         offset = info.beginning[partition]
                     elif strategy == "latest":
@@ -546,6 +548,7 @@ class Coordinator:
             info = await self.metadata.topic(topic, fresh=fresh)
             if info is None:
                 continue
+            # A partition without a leader has no known end now: left out until it has one.
             for partition, end in sorted(info.end.items()):
                 offset = committed.get((topic, partition))
                 base = info.beginning[partition] if offset is None else offset
