@@ -44,7 +44,7 @@ MAX_BROKERS = 8  # ports 8082..8089: the coordinator's 8090 comes next
 RESTART_DELAY_S = 2.0
 
 
-def local_services(data_dir: Path, port_offset: int = 0, brokers: int = 1) -> list[LocalService]:
+def local_services(data_dir: Path, port_offset: int = 0, brokers: int = 3) -> list[LocalService]:
     """The platform on embedded defaults: SQLite registry, private Redis, ``brokers`` brokers.
 
     Ports are the defaults (registry 8081, brokers 8082 upward, coordinator 8090) plus
@@ -262,8 +262,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--brokers",
         type=int,
-        default=1,
-        help=f"how many brokers form the cluster (ports 8082 upward; 1..{MAX_BROKERS}, default 1)",
+        default=3,
+        help=f"how many brokers form the cluster (ports 8082 upward; 1..{MAX_BROKERS}, default 3)",
     )
     parser.add_argument(
         "--data-dir", default="data", help="where local state lives (default ./data)"

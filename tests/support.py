@@ -22,7 +22,8 @@ def unique(prefix: str) -> str:
 
 
 def port_offset_with_free_ports() -> int:
-    """An offset that moves 8081, 8082 and 8090 onto free ports below the ephemeral range.
+    """An offset that moves 8081, 8082-8084 (three brokers) and 8090 onto free ports below the
+    ephemeral range.
 
     Ports from the kernel's ephemeral range (32768+) may be taken at any moment by an outgoing
     connection's local end, so the offsets stay below it.
@@ -30,7 +31,7 @@ def port_offset_with_free_ports() -> int:
     rng = random.Random()
     for _ in range(200):
         offset = rng.randrange(20000, 24000)
-        if all(_bindable(port + offset) for port in (8081, 8082, 8090)):
+        if all(_bindable(port + offset) for port in (8081, 8082, 8083, 8084, 8090)):
             return offset
     raise RuntimeError("no free port range found")
 

@@ -158,14 +158,20 @@ def test_a_second_up_refuses_and_the_first_keeps_serving(tmp_path: Path) -> None
         assert second.returncode == 1, out
         note = orjson.loads((tmp_path / "data" / ".lock").read_bytes())
         pids = note["pids"]
-        assert out == (
-            f"headwater up: data directory {tmp_path / 'data'} is in use by another headwater up "
-            f"(pid {first.pid}, started {note['started']}): "
-            f"registry {registry} (pid {pids['registry']}), "
-            f"broker-0 {broker} (pid {pids['broker-0']}), "
-            f"coordinator {coordinator} (pid {pids['coordinator']}). "
-            f"Stop it first (Ctrl-C in its terminal, or kill {first.pid}), or give this one "
-            "another --data-dir\n"
+        assert (
+            out
+            == (
+                f"headwater up: data directory {tmp_path / 'data'} is in use by another headwater up "
+                f"(pid {first.pid}, started {note['started']}): "
+                f"registry {registry} (pid {pids['registry']}), "
+                + "".join(
+                    f"broker-{n} http://127.0.0.1:{8082 + n + offset} (pid {pids[f'broker-{n}']}), "
+                    for n in range(3)  # up's default: three brokers
+                )
+                + f"coordinator {coordinator} (pid {pids['coordinator']}). "
+                f"Stop it first (Ctrl-C in its terminal, or kill {first.pid}), or give this one "
+                "another --data-dir\n"
+            )
         )
         for url in urls(other):
             with pytest.raises(httpx.ConnectError):
@@ -180,14 +186,16 @@ def test_a_second_up_refuses_and_the_first_keeps_serving(tmp_path: Path) -> None
             f"headwater up: port {8081 + offset} (registry) is taken by a Headwater schema "
             "registry (pid "
         )
-        assert lines[1].startswith(
-            f"headwater up: port {8082 + offset} (broker-0) is taken by a Headwater broker (pid "
-        )
-        assert lines[2].startswith(
+        for n in range(3):
+            assert lines[1 + n].startswith(
+                f"headwater up: port {8082 + n + offset} (broker-{n}) is taken by a Headwater "
+                "broker (pid "
+            )
+        assert lines[4].startswith(
             f"headwater up: port {8090 + offset} (coordinator) is taken by a Headwater "
             "coordinator (pid "
         )
-        assert lines[3] == (
+        assert lines[5] == (
             "headwater up: nothing was started. Is another headwater up running? Stop it, or "
             "move this one with --port-offset (e.g. --port-offset 1000)"
         )
