@@ -158,20 +158,17 @@ def test_a_second_up_refuses_and_the_first_keeps_serving(tmp_path: Path) -> None
         assert second.returncode == 1, out
         note = orjson.loads((tmp_path / "data" / ".lock").read_bytes())
         pids = note["pids"]
-        assert (
-            out
-            == (
-                f"headwater up: data directory {tmp_path / 'data'} is in use by another headwater up "
-                f"(pid {first.pid}, started {note['started']}): "
-                f"registry {registry} (pid {pids['registry']}), "
-                + "".join(
-                    f"broker-{n} http://127.0.0.1:{8082 + n + offset} (pid {pids[f'broker-{n}']}), "
-                    for n in range(3)  # up's default: three brokers
-                )
-                + f"coordinator {coordinator} (pid {pids['coordinator']}). "
-                f"Stop it first (Ctrl-C in its terminal, or kill {first.pid}), or give this one "
-                "another --data-dir\n"
-            )
+        brokers = "".join(
+            f"broker-{n} http://127.0.0.1:{8082 + n + offset} (pid {pids[f'broker-{n}']}), "
+            for n in range(3)  # up's default: three brokers
+        )
+        assert out == (
+            f"headwater up: data directory {tmp_path / 'data'} is in use by another headwater up "
+            f"(pid {first.pid}, started {note['started']}): "
+            f"registry {registry} (pid {pids['registry']}), {brokers}"
+            f"coordinator {coordinator} (pid {pids['coordinator']}). "
+            f"Stop it first (Ctrl-C in its terminal, or kill {first.pid}), or give this one "
+            "another --data-dir\n"
         )
         for url in urls(other):
             with pytest.raises(httpx.ConnectError):
