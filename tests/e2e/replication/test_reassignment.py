@@ -92,7 +92,7 @@ def reassignment(cluster: Cluster, broker_id: int, topic: str) -> dict[str, Any]
 
 def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "headwater_cli", *args], capture_output=True, timeout=120
+        [sys.executable, "-m", "headwater_cli", *args], capture_output=True, timeout=240
     )
 
 
@@ -127,7 +127,7 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
         load.start()
         wait_for(lambda: len(load.acknowledged) >= 200, 60, "acks before the move")
 
-        # An unknown broker is refused (42206) with nothing changed.
+        # A broker not yet registered is refused (42206) with nothing changed.
         before = reassignment(cluster, 2, topic)
         refused = httpx.post(
             f"{cluster.url(2)}/topics/{topic}/partitions/0/reassignment",
@@ -145,6 +145,9 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
             return sum(1 for b in brokers if b["state"] == "active") == 4
 
         wait_for(four_active, 60, "the fourth broker active")
+        # Asked of a broker that is not the controller: the request is relayed to it.
+        controller = httpx.get(f"{cluster.url(0)}/cluster", timeout=5).json()["controller"]
+        relay = next(b for b in (2, 1, 0) if b != controller["broker_id"])
         moved = cli(
             "partitions",
             "reassign",
@@ -152,11 +155,16 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
             "0",
             "--replicas",
             "2,3",
+            "--wait",
+            "--wait-timeout",
+            "120",
             "--bootstrap-server",
-            cluster.url(2),
+            cluster.url(relay),
         )
         assert moved.returncode == 0, moved.stderr.decode()
-        assert b"adding=2,3 removing=0,1" in moved.stdout, moved.stdout.decode()
+        printed = moved.stdout.decode()
+        assert "adding=2,3 removing=0,1" in printed, printed  # the move started
+        assert printed.rstrip().splitlines()[-3].endswith("none in progress"), printed
 
         def completed() -> bool:
             state = reassignment(cluster, 0, topic)
