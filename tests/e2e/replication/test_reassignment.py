@@ -200,3 +200,50 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
         if load is not None:
             load._stop.set()
         cluster.stop_all()
+
+
+def test_reassigning_back_cancels_a_move_and_the_added_replica_deletes_its_copy(
+    tmp_path: Path,
+) -> None:
+    """A move from [0] to [1, 2] with broker 2 down: broker 1 catches up and joins the ISR, the
+    move waits for broker 2 (broker 1, the first target, leads meanwhile); reassigning back to [0]
+    cancels it: broker 0 leads again with every record and broker 1 deletes its copy."""
+    cluster = Cluster(tmp_path)
+    topic = unique("back")
+    try:
+        start_three(cluster)
+        created = httpx.post(
+            f"{cluster.url(0)}/topics",
+            json={"name": topic, "replica_assignment": [[0]]},
+            timeout=30,
+        )
+        assert created.status_code == 201, created.text
+        wait_for(lambda: cluster.leader(topic) == 0, 60, "broker 0 leading")
+        with Producer({"bootstrap.servers": cluster.url(1), "acks": "all"}) as producer:
+            for i in range(300):
+                producer.produce(topic, f"r{i}".encode(), partition=0)
+            assert producer.flush(60) == 0
+        before = reassignment(cluster, 1, topic)
+        cluster.procs[2].kill()
+        path = f"/topics/{topic}/partitions/0/reassignment"
+        started = httpx.post(f"{cluster.url(1)}{path}", json={"replicas": [1, 2]}, timeout=30)
+        assert started.status_code == 200, started.text
+        assert started.json()["adding"] == [1, 2]
+        copy = tmp_path / "broker-1" / f"{topic}-0"
+        wait_for(lambda: reassignment(cluster, 0, topic)["leader"] == 1, 60, "broker 1 leading")
+        assert copy.is_dir()
+        moving = reassignment(cluster, 0, topic)
+        assert moving["in_progress"]  # broker 2 is not in sync
+        assert (moving["replicas"], moving["isr"]) == ([1, 2, 0], [1, 0])
+
+        cancelled = httpx.post(f"{cluster.url(1)}{path}", json={"replicas": [0]}, timeout=30)
+        assert cancelled.status_code == 200, cancelled.text
+        state = cancelled.json()
+        assert (state["in_progress"], state["replicas"], state["isr"]) == (False, [0], [0])
+        # Broker 1, the first target, took leadership once in sync; the cancel gives it back.
+        assert (state["leader"], state["leader_epoch"]) == (0, before["leader_epoch"] + 2)
+        wait_for(lambda: not copy.exists(), 60, "broker 1 to delete its copy")
+        values, _ = read_values(cluster.url(0), topic)
+        assert values == [f"r{i}" for i in range(300)]
+    finally:
+        cluster.stop_all()
