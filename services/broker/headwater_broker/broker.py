@@ -68,6 +68,7 @@ from headwater.records.batch import (
     iter_batches,
 )
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
+from headwater.records.validation import validate_records
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 from headwater_broker import metrics
 from headwater_broker.log.partition import (
@@ -477,6 +478,8 @@ class Broker:
                     f"Batch at position {pos} is transactional or a control batch; "
                     "transactions are not supported"
                 )
+            if self.settings.validate_records:
+                validate_records(body, pos, header)
             if header.producer_id >= 0:
                 if header.base_sequence < 0:
                     raise InvalidRecordError(
