@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from headwater.errors import HeadwaterError, InvalidOffsetError, InvalidRequestError
 from headwater_broker.api import fetch, produce, topics
-from headwater_broker.api.media import BodyLimit
+from headwater_broker.api.media import BodyLimit, NegotiatedJSON
 from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
 from headwater_kernel.app import create_service_app
@@ -55,6 +55,7 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.state.broker = broker
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(NegotiatedJSON)  # outside BodyLimit: its 413s are negotiated too
     app.include_router(topics.router)
     app.include_router(produce.router)
     app.include_router(fetch.router)

@@ -310,15 +310,15 @@ class Broker:
     def _topic(self, name: str) -> _Topic:
         topic = self.topics.get(name)
         if topic is None:
-            raise TopicNotFoundError(f"Topic '{name}' not found")
+            raise TopicNotFoundError(f"Topic not found. There is no topic '{name}'.")
         return topic
 
     def partition(self, topic_name: str, partition: int) -> PartitionLog:
         topic = self._topic(topic_name)
         if not 0 <= partition < len(topic.partitions):
             raise PartitionNotFoundError(
-                f"Partition {partition} of topic '{topic_name}' not found: it has "
-                f"{len(topic.partitions)} partition(s), 0..{len(topic.partitions) - 1}"
+                f"Partition not found. Topic '{topic_name}' has {len(topic.partitions)} "
+                f"partition(s), 0..{len(topic.partitions) - 1}; asked for {partition}."
             )
         return topic.partitions[partition]
 

@@ -15,6 +15,7 @@ from headwater_broker.api.media import (
     JSON,
     KAFKA_BINARY,
     KAFKA_JSON,
+    KAFKA_V2,
     negotiate,
 )
 from headwater_kernel.body import JSONBody
@@ -25,7 +26,8 @@ router = APIRouter(
     responses=models.error_responses(400, 404, 406, 416, 422),
 )
 
-_JSON_TYPES = (JSON, KAFKA_JSON, KAFKA_BINARY)
+# The json format under REST Proxy's v2 type, application/json or its own type; binary; batches.
+_JSON_TYPES = (KAFKA_V2, JSON, KAFKA_JSON, KAFKA_BINARY)
 _OFFERED = (*_JSON_TYPES, BATCHES)
 _RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/FetchedRecord"}}
 
