@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from headwater.errors import HeadwaterError, InvalidOffsetError, InvalidRequestError
-from headwater_broker.api import fetch, produce, topics
+from headwater_broker.api import fetch, openapi, produce, topics
 from headwater_broker.api.media import BodyLimit, NegotiatedJSON
 from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
@@ -59,4 +59,5 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.include_router(topics.router)
     app.include_router(produce.router)
     app.include_router(fetch.router)
+    app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app

@@ -6,6 +6,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from headwater.errors import (
+    EmbeddedFormatError,
+    InvalidOffsetError,
+    InvalidRequestError,
+    NotAcceptableError,
+    OffsetOutOfRangeError,
+    PartitionNotFoundError,
+    StorageError,
+    TopicNotFoundError,
+)
 from headwater.types import Offset
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep
@@ -20,11 +30,7 @@ from headwater_broker.api.media import (
 )
 from headwater_kernel.body import JSONBody
 
-router = APIRouter(
-    default_response_class=JSONBody,
-    tags=["fetch"],
-    responses=models.error_responses(400, 404, 406, 416, 422),
-)
+router = APIRouter(default_response_class=JSONBody, tags=["fetch"])
 
 # The json format under REST Proxy's v2 type, application/json or its own type; binary; batches.
 _JSON_TYPES = (KAFKA_V2, JSON, KAFKA_JSON, KAFKA_BINARY)
@@ -47,13 +53,23 @@ _RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/Fetc
                 "Headwater-Log-Start-Offset": {"schema": {"type": "integer"}},
                 "Headwater-Next-Offset": {"schema": {"type": "integer"}},
             },
-        }
+        },
+        **models.error_responses(
+            NotAcceptableError,
+            EmbeddedFormatError,
+            InvalidOffsetError,
+            InvalidRequestError,
+            TopicNotFoundError,
+            PartitionNotFoundError,
+            OffsetOutOfRangeError,
+            StorageError,
+        ),
     },
     summary="Fetch from an offset; at the end, long-poll up to max_wait_ms (41601 out of range)",
 )
 async def fetch(
-    topic: str,
-    partition: int,
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
     request: Request,
     broker: BrokerDep,
     offset: Annotated[int, Query(ge=0)] = 0,

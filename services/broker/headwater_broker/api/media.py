@@ -36,7 +36,7 @@ BATCH_TYPES = (BATCHES, OCTET_STREAM)
 # application/json or an embedded format's type when Accept prefers them.
 JSON_ANSWERS = (KAFKA_V2, JSON, KAFKA_JSON, KAFKA_BINARY)
 # Paths whose answers are the service kernel's (health, metrics, docs), not REST Proxy's.
-_KERNEL_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc")
+KERNEL_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc")
 
 
 def content_type(request: Request) -> str:
@@ -119,7 +119,7 @@ class NegotiatedJSON:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(_KERNEL_PATHS):
+        if scope["type"] != "http" or scope["path"].startswith(KERNEL_PATHS):
             await self.app(scope, receive, send)
             return
         accept = None

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
+
+from headwater.errors import HeadwaterError
+from headwater_broker.broker import MAX_PARTITIONS
+from headwater_kernel import openapi
 
 
 class _FromDomain(BaseModel):
@@ -135,13 +140,27 @@ class FetchedRecord(BaseModel):
     headers: list[RecordHeader]
 
 
-class ErrorBody(BaseModel):
-    """Every error: a stable five-digit code (first three digits = HTTP status) and a message."""
+TOPIC_PATTERN = r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$"
+"""Kafka's rule for topic names, as ``topic_config.validate_topic_name`` checks it at creation."""
 
-    error_code: int
-    message: str
+TopicName = Annotated[
+    str,
+    Path(
+        description="A topic name: 1-249 of [A-Za-z0-9._-], not . or .. (none other can exist: "
+        "40401)",
+        json_schema_extra={"pattern": TOPIC_PATTERN, "minLength": 1, "maxLength": 249},
+    ),
+]
+PartitionNumber = Annotated[
+    int,
+    Path(
+        description=f"A partition, 0 .. partitions - 1 (at most {MAX_PARTITIONS - 1}; any other "
+        "is 40402)",
+        json_schema_extra={"minimum": 0, "maximum": MAX_PARTITIONS - 1},
+    ),
+]
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for the error statuses a route can answer with."""
-    return {status: {"model": ErrorBody, "description": "Error"} for status in statuses}
+def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the errors a route can answer with (kernel's format)."""
+    return openapi.error_responses(*errors)

@@ -6,7 +6,24 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from headwater.errors import InvalidRequestError
+from headwater.errors import (
+    CorruptRecordError,
+    EmptyProduceError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidTopicError,
+    MalformedRequestError,
+    NotAcceptableError,
+    OutOfOrderSequenceError,
+    PartitionNotFoundError,
+    RecordTooLargeError,
+    RequestTooLargeError,
+    StorageError,
+    TopicNotFoundError,
+    UnknownProducerIdError,
+    UnsupportedMediaTypeError,
+)
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.embedded import ProduceBody
@@ -21,10 +38,22 @@ from headwater_broker.api.media import (
 from headwater_broker.broker import Broker
 from headwater_kernel.body import JSONBody
 
-router = APIRouter(
-    default_response_class=JSONBody,
-    tags=["produce"],
-    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422),
+router = APIRouter(default_response_class=JSONBody, tags=["produce"])
+
+# What any request with a body can be answered: too large (413 41301), of another type (415),
+# an Accept that allows no JSON answer (406); a path partition that is no integer (422 42200).
+_REQUEST = (RequestTooLargeError, UnsupportedMediaTypeError, NotAcceptableError)
+_RECORDS_ERRORS = models.error_responses(
+    *_REQUEST,
+    MalformedRequestError,
+    EmptyProduceError,
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidTopicError,  # only with BROKER_AUTO_CREATE_TOPICS, for a name no topic can have
+    TopicNotFoundError,
+    PartitionNotFoundError,
+    RecordTooLargeError,
+    StorageError,
 )
 
 _ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
@@ -33,7 +62,7 @@ _RECORDS_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
-            media: {"schema": models.ProduceRequest.model_json_schema(ref_template="{model}")}
+            media: {"schema": {"$ref": "#/components/schemas/ProduceRequest"}}
             for media in EMBEDDED_FORMATS
         },
     }
@@ -61,9 +90,10 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     "/topics/{topic}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
+    responses=_RECORDS_ERRORS,
     summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky",
 )
-async def produce(topic: str, request: Request, broker: BrokerDep) -> Response:
+async def produce(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, None)
 
 
@@ -71,10 +101,14 @@ async def produce(topic: str, request: Request, broker: BrokerDep) -> Response:
     "/topics/{topic}/partitions/{partition}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
+    responses=_RECORDS_ERRORS,
     summary="Produce records to one partition (REST Proxy v2)",
 )
 async def produce_to_partition(
-    topic: str, partition: int, request: Request, broker: BrokerDep
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
+    request: Request,
+    broker: BrokerDep,
 ) -> Response:
     return await _produce(request, broker, topic, partition)
 
@@ -83,12 +117,27 @@ async def produce_to_partition(
     "/topics/{topic}/partitions/{partition}/batches",
     response_model=models.BatchesResponse,
     openapi_extra=_BATCHES_BODY,
-    responses={204: {"description": "acks=0: appended, no body"}},
+    responses={
+        204: {"description": "acks=0: appended, no body"},
+        **models.error_responses(
+            *_REQUEST,
+            CorruptRecordError,
+            InvalidRecordError,
+            InvalidRequestError,
+            TopicNotFoundError,
+            PartitionNotFoundError,
+            UnknownProducerIdError,
+            OutOfOrderSequenceError,
+            InvalidProducerEpochError,
+            RecordTooLargeError,
+            StorageError,
+        ),
+    },
     summary="Append raw RecordBatch v2 bytes (the fast path); offsets assigned by the broker",
 )
 async def append_batches(
-    topic: str,
-    partition: int,
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
     request: Request,
     broker: BrokerDep,
     acks: Annotated[str | None, Query(description="0, 1, all or -1 (default 1)")] = None,
@@ -119,6 +168,13 @@ async def append_batches(
     "/producers",
     response_model=models.ProducerIdentity,
     dependencies=[JSONBodyDep, JSONAnswerDep],
+    responses=models.error_responses(
+        *_REQUEST,
+        MalformedRequestError,
+        InvalidRequestError,
+        UnknownProducerIdError,
+        InvalidProducerEpochError,
+    ),
     tags=["producers"],
     summary="Get an idempotent producer id (epoch 0), or bump an id's epoch to fence old ones",
 )

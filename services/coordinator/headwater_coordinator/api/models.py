@@ -25,6 +25,7 @@ from headwater_coordinator import names
 from headwater_coordinator.assignor import ASSIGNORS
 from headwater_coordinator.group import GroupState, Member, encode_partitions
 from headwater_coordinator.store.offsets import CommittedOffset, PartitionOffset
+from headwater_kernel import openapi
 
 MAX_INT32 = 2**31 - 1
 # Offsets and timestamps: the largest integer every JSON tool reads exactly (many hold numbers as
@@ -106,34 +107,9 @@ GroupId = Annotated[
 ]
 
 
-class ErrorBody(BaseModel):
-    """Every error: a stable five-digit code (first three digits = HTTP status) and a message."""
-
-    error_code: int
-    message: str
-
-
 def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for the errors a route can answer with: per status, the error body
-    and the codes it carries; a 503 also documents ``Retry-After``."""
-    by_status: dict[int, list[type[HeadwaterError]]] = {}
-    for error in sorted(set(errors), key=lambda e: e.error_code):
-        by_status.setdefault(error.http_status, []).append(error)
-    responses: dict[int | str, dict[str, Any]] = {}
-    for status, group in sorted(by_status.items()):
-        entry: dict[str, Any] = {
-            "model": ErrorBody,
-            "description": "\n".join(f"- {e.error_code}: {e.default_message()}" for e in group),
-        }
-        if status == 503:
-            entry["headers"] = {
-                "Retry-After": {
-                    "description": "seconds to wait before sending the request again",
-                    "schema": {"type": "integer"},
-                }
-            }
-        responses[status] = entry
-    return responses
+    """OpenAPI ``responses`` for the errors a route can answer with (a 503 with Retry-After)."""
+    return openapi.error_responses(*errors, retry_after=True)
 
 
 class TopicPartitions(BaseModel):
