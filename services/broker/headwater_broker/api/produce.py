@@ -43,12 +43,11 @@ router = APIRouter(default_response_class=JSONBody, tags=["produce"])
 # What any request with a body can be answered: too large (413 41301), of another type (415),
 # an Accept that allows no JSON answer (406); a path partition that is no integer (422 42200).
 _REQUEST = (RequestTooLargeError, UnsupportedMediaTypeError, NotAcceptableError)
-_RECORDS_ERRORS = models.error_responses(
+_RECORDS = (
     *_REQUEST,
     MalformedRequestError,
     EmptyProduceError,
     InvalidRecordError,
-    InvalidRequestError,
     InvalidTopicError,  # only with BROKER_AUTO_CREATE_TOPICS, for a name no topic can have
     TopicNotFoundError,
     PartitionNotFoundError,
@@ -90,7 +89,7 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     "/topics/{topic}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
-    responses=_RECORDS_ERRORS,
+    responses=models.error_responses(*_RECORDS),
     summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky",
 )
 async def produce(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
@@ -101,7 +100,7 @@ async def produce(topic: models.TopicName, request: Request, broker: BrokerDep) 
     "/topics/{topic}/partitions/{partition}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
-    responses=_RECORDS_ERRORS,
+    responses=models.error_responses(*_RECORDS, InvalidRequestError),
     summary="Produce records to one partition (REST Proxy v2)",
 )
 async def produce_to_partition(
