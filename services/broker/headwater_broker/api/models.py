@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from headwater.errors import HeadwaterError
 from headwater_broker.broker import MAX_PARTITIONS
 from headwater_kernel import openapi
+from headwater_kernel.json_integer import JsonInteger
 
 
 class _FromDomain(BaseModel):
@@ -39,10 +40,19 @@ class TopicDescription(_FromDomain):
     configs: dict[str, str]
 
 
+# Integer fields are integers as JSON Schema says (1 and 1.0, never "1" or true); their ranges
+# are the core's to check, each with its own code.
+Integer = Annotated[int, JsonInteger()]
+
+
 class CreateTopic(BaseModel):
     name: str
-    partitions: int | None = Field(None, description="Default: BROKER_DEFAULT_PARTITIONS")
-    replication_factor: int | None = Field(None, description="1 (or -1 for the default)")
+    partitions: Integer | None = Field(
+        None, description="1 .. 10000 (42203); default BROKER_DEFAULT_PARTITIONS"
+    )
+    replication_factor: Integer | None = Field(
+        None, description="1 (or -1 for the default) with one broker (42204)"
+    )
     configs: dict[str, Any] = Field(
         default_factory=dict, description='Kafka topic configs, e.g. {"retention.ms": "3600000"}'
     )
@@ -60,7 +70,7 @@ class AlterConfigs(BaseModel):
 
 
 class PartitionCount(BaseModel):
-    count: int = Field(description="New total number of partitions (grow only)")
+    count: Integer = Field(description="New total number of partitions (grow only; 42203)")
 
 
 class Offsets(BaseModel):
@@ -81,7 +91,7 @@ class ProduceHeader(BaseModel):
 class ProduceRecord(BaseModel):
     key: Any = None
     value: Any = None
-    partition: int | None = None
+    partition: int | None = Field(None, ge=0)
     headers: list[ProduceHeader] | None = None
 
 
@@ -116,8 +126,10 @@ class BatchesResponse(BaseModel):
 
 
 class InitProducer(BaseModel):
-    producer_id: int | None = Field(None, description="Give with producer_epoch to bump the epoch")
-    producer_epoch: int | None = None
+    producer_id: Integer | None = Field(
+        None, description="Give with producer_epoch to bump the epoch"
+    )
+    producer_epoch: Integer | None = None
 
 
 class ProducerIdentity(BaseModel):

@@ -9,12 +9,10 @@ generic 42200 first; ranges the core does not check (64-bit offsets) are enforce
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
-from pydantic_core import core_schema
+from pydantic import BaseModel, ConfigDict, Field
 
 from headwater.errors import HeadwaterError
 from headwater.groups.errors import InvalidTopicNameError
@@ -26,55 +24,13 @@ from headwater_coordinator.assignor import ASSIGNORS
 from headwater_coordinator.group import GroupState, Member, encode_partitions
 from headwater_coordinator.store.offsets import CommittedOffset, PartitionOffset
 from headwater_kernel import openapi
+from headwater_kernel.json_integer import JsonInteger
 
 MAX_INT32 = 2**31 - 1
 # Offsets and timestamps: the largest integer every JSON tool reads exactly (many hold numbers as
 # doubles); far beyond any log end or epoch-ms timestamp, and well inside Kafka's 64 bits.
 MAX_OFFSET = 2**53 - 1
 RETRY_AFTER_S = 1
-
-
-@dataclass(frozen=True)
-class JsonInteger:
-    """An integer request field as JSON Schema defines one, within ``[ge, le]``: ``1`` and ``1.0``
-    are integers; ``true`` and ``"1"`` -- which pydantic's lax mode would also read as 1 -- are
-    not. Built from pydantic-core's own validators, as a check in Python per field would cost as
-    much as the rest of a commit. Use as ``Annotated[int, JsonInteger(ge, le)]``."""
-
-    ge: int | None = None
-    le: int | None = None
-
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        whole_float = core_schema.chain_schema(
-            [
-                core_schema.float_schema(strict=True),
-                core_schema.no_info_plain_validator_function(_whole),
-            ]
-        )
-        integer = core_schema.union_schema(
-            [core_schema.int_schema(strict=True), whole_float],
-            custom_error_type="int_type",  # pydantic's own "Input should be a valid integer"
-        )
-        bounds = core_schema.int_schema(strict=True, ge=self.ge, le=self.le)
-        return core_schema.chain_schema([integer, bounds])
-
-    def __get_pydantic_json_schema__(
-        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "integer"}
-        if self.ge is not None:
-            out["minimum"] = self.ge
-        if self.le is not None:
-            out["maximum"] = self.le
-        return out
-
-
-def _whole(value: float) -> int:
-    if not value.is_integer():
-        raise ValueError("Input should be an integer")
-    return int(value)
 
 
 Int32 = Annotated[int, JsonInteger(-MAX_INT32 - 1, MAX_INT32)]
