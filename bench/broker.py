@@ -6,9 +6,10 @@ What is measured (each for a bounded few seconds, loopback only):
   request, one connection per partition, acks=1): the broker's own ceiling.
 * **batch fetch** -- raw batches read back from offset 0 with the same connections, records
   counted from batch headers (what a consumer that decodes lazily or in Spark would see).
-* **record validation** -- batch ingest of plain records and of keyed records with a header,
-  with ``BROKER_VALIDATE_RECORDS`` off and on (fsync=never): the "on" row says its rate as a
-  ratio of the "off" row, what walking every record on append costs.
+* **record validation** -- batch ingest with ``BROKER_VALIDATE_RECORDS`` off and on
+  (fsync=never) of plain records, of keyed records with a header whose keys have one length
+  (one layout: recognized without a walk) and of keyed ones whose keys vary (walked record by
+  record): the "on" row says its rate as a ratio of the "off" row, what checking costs.
 * **SDK producer** -- ``headwater.Producer.produce()`` per record, and ``produce_many()`` with
   1000 records per call, end to end (batching, encoding, HTTP, acks=all with idempotence), timed
   until ``flush()`` returns; only records the broker holds afterwards are counted.
@@ -117,25 +118,28 @@ def run_threads(count: int, work: Callable[[int], int]) -> tuple[int, float]:
     return sum(results), time.perf_counter() - started
 
 
-def _request_body(size: int, keyed: bool) -> tuple[bytes, int]:
-    """BATCHES_PER_REQUEST batches of ~1 MB each; plain records or ones with keys and a header."""
+def _request_body(size: int, kind: str) -> tuple[bytes, int]:
+    """BATCHES_PER_REQUEST batches of ~1 MB each, of one kind of records: ``plain`` (no key, no
+    header), ``fixed keys`` (keys of one length and a header: one layout for all) or ``varied
+    keys`` (decimal ids, so key lengths differ, and a header: every record walked)."""
     value = os.urandom(size)
     records: list[RecordTuple]
-    if keyed:
-        per_batch = max(1, BATCH_BYTES // (size + 24))
-        records = [(b"key-%06d" % i, value, [("h", b"1")]) for i in range(per_batch)]
-    else:
+    if kind == "plain":
         per_batch = max(1, BATCH_BYTES // (size + 12))
         records = [(None, value, [])] * per_batch
+    else:
+        per_batch = max(1, BATCH_BYTES // (size + 24))
+        pattern = b"key-%06d" if kind == "fixed keys" else b"key-%d"
+        records = [(pattern % i, value, [("h", b"1")]) for i in range(per_batch)]
     return encode_batch(records) * BATCHES_PER_REQUEST, per_batch * BATCHES_PER_REQUEST
 
 
-def bench_ingest(url: str, size: int, seconds: float, connections: int, keyed: bool) -> Row:
+def bench_ingest(url: str, size: int, seconds: float, connections: int, kind: str) -> Row:
     """Batch ingest alone (no fetch row): for the validation on / off comparison."""
     topic = f"bench-ingest-{uuid.uuid4().hex[:8]}"
     with AdminClient({"bootstrap.servers": url}) as admin:
         admin.create_topic(topic, connections)
-    body, per_request = _request_body(size, keyed)
+    body, per_request = _request_body(size, kind)
 
     def produce(partition: int) -> int:
         sent = 0
@@ -147,7 +151,6 @@ def bench_ingest(url: str, size: int, seconds: float, connections: int, keyed: b
         return sent
 
     produced, elapsed = run_threads(connections, produce)
-    kind = "keyed+header" if keyed else "plain"
     return Row("Headwater", f"batch ingest {kind} ({connections} conns)", size, produced, elapsed)
 
 
@@ -243,14 +246,14 @@ def bench_sdk(url: str, size: int, seconds: float) -> list[Row]:
 
 
 def bench_validation(size: int, seconds: float, connections: int) -> list[Row]:
-    """Ingest with BROKER_VALIDATE_RECORDS on and off (fsync=never), plain and keyed records,
+    """Ingest with BROKER_VALIDATE_RECORDS off and on (fsync=never) for each kind of records,
     each pair measured back to back; the "on" row's note gives its rate as a ratio of "off"."""
     rows: list[Row] = []
-    for keyed in (False, True):
+    for kind in ("plain", "fixed keys", "varied keys"):
         measured = {}
         for validate in (False, True):
             with BrokerProcess("never", validate_records=validate) as broker:
-                measured[validate] = bench_ingest(broker.url, size, seconds, connections, keyed)
+                measured[validate] = bench_ingest(broker.url, size, seconds, connections, kind)
         off, on = measured[False], measured[True]
         off.note = " validate=off"
         ratio = on.rate / off.rate if off.rate else 0.0

@@ -11,8 +11,9 @@ record, the header count is not negative and each header has a key; and the batc
 
 Cost: plain records (null key, no headers, one value length; what the SDK and REST produce write
 for fixed-size events) are recognized by :func:`~headwater.records.plain.is_plain_section` in C
-calls only. Any other section is walked by one loop that reads varints in place and skips keys,
-values and headers without building an object for them.
+calls only; so are records that all share the first one's layout (``uniform.py``: fixed-size
+keys, values and headers), once the first is walked. Any other section is walked by one loop that
+reads varints in place and skips keys, values and headers without building an object for them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from headwater.errors import CorruptRecordError
 from headwater.records.compression import decompress
 from headwater.records.header import CODEC_MASK, HEADER_SIZE, BatchHeader, Buffer
 from headwater.records.plain import is_plain_section
+from headwater.records.uniform import first_record_end, is_uniform_section
 from headwater.records.varint import read_varint
 
 _INT64_MIN = -(1 << 63)
@@ -42,12 +44,21 @@ def validate_records(buf: Buffer, pos: int, header: BatchHeader) -> None:
             raise CorruptRecordError(
                 f"batch at position {pos} does not decompress: {exc}"
             ) from None
-    if is_plain_section(section, header.records_count):
+    count = header.records_count
+    if is_plain_section(section, count):
         return
-    _walk(section, header, pos)
+    if count > 1:
+        first = first_record_end(section)
+        if first is not None:
+            # The first record checked alone; then, if every other record has its layout, the
+            # section is valid as a whole without walking them.
+            _walk(section[:first], 1, header.base_timestamp, pos)
+            if is_uniform_section(section, first, count):
+                return
+    _walk(section, count, header.base_timestamp, pos)
 
 
-def _walk(data: bytes, header: BatchHeader, pos: int) -> None:
+def _walk(data: bytes, count: int, base_timestamp: int, pos: int) -> None:
     """Walk the records section ``data`` of the batch at ``pos``; raise on the first fault.
 
     Written for speed, as ``decoder.py``'s loop: one- and two-byte varints (every field of
@@ -56,10 +67,9 @@ def _walk(data: bytes, header: BatchHeader, pos: int) -> None:
     index past the section raises IndexError, which reports the batch as ending early.
     """
     n = len(data)
-    count = header.records_count
     # timestampDelta bounds keeping baseTimestamp + delta an int64.
-    ts_low = _INT64_MIN - header.base_timestamp
-    ts_high = _INT64_MAX - header.base_timestamp
+    ts_low = _INT64_MIN - base_timestamp
+    ts_high = _INT64_MAX - base_timestamp
     i = 0
     index = 0
     try:

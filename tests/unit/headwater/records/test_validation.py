@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 import cramjam
 import pytest
@@ -14,6 +15,7 @@ from headwater.errors import CorruptRecordError
 from headwater.records import Compression, compress, crc32c, decode_batch, encode_batch
 from headwater.records.header import HEADER_SIZE, check_batch
 from headwater.records.plain import is_plain_section, plain_section
+from headwater.records.uniform import first_record_end, is_uniform_section
 from headwater.records.validation import validate_records
 from headwater.records.varint import encode_varint
 
@@ -168,3 +170,58 @@ def test_whatever_passes_decodes(
         return
     decoded = decode_batch(batch).records
     assert [r.offset for r in decoded] == list(range(len(records)))
+
+
+def uniform_records(count: int) -> list[tuple[bytes | None, bytes | None, list[Any]]]:
+    """Keyed records with one header, all of one layout (fixed-size keys and values)."""
+    return [
+        (b"key-%04d" % i, b"value-%04d" % i, [("h", b"%03d" % (i % 1000))]) for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("count", [2, 63, 64, 65, 200, 9000])
+def test_uniform_sections_are_recognized_and_pass(count: int) -> None:
+    section = section_of(encode_batch(uniform_records(count)))
+    end = first_record_end(section)
+    assert end is not None
+    assert is_uniform_section(section, end, count)
+    assert not is_uniform_section(section, end, count - 1)
+    assert not is_uniform_section(section + b"\x00", end, count)
+    check(encode_batch(uniform_records(count)))
+    varied: list[tuple[bytes | None, bytes | None, list[Any]]] = [
+        (b"k" * (i % 3), b"v", []) for i in range(count)
+    ]
+    varied_section = section_of(encode_batch(varied))
+    varied_end = first_record_end(varied_section)
+    assert varied_end is not None
+    assert not is_uniform_section(varied_section, varied_end, count) or count < 2
+
+
+def test_a_bad_record_among_uniform_ones_is_refused() -> None:
+    section = bytearray(section_of(encode_batch(uniform_records(100))))
+    start = len(section_of(encode_batch(uniform_records(50))))  # where record 50 begins
+    # length | attributes | timestampDelta | offsetDelta 50 | keyLength: made -64
+    assert section[start + 3 : start + 5] == encode_varint(50) + encode_varint(8)
+    section[start + 4] = 0x7F
+    with pytest.raises(CorruptRecordError, match=r"record 50 .* key length -64"):
+        check(seal(bytes(section), 100))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    count=st.integers(2, 80),
+    flips=st.lists(st.tuples(st.integers(0, 100_000), st.integers(1, 255)), max_size=3),
+)
+def test_whatever_passes_among_uniform_records_decodes(
+    count: int, flips: list[tuple[int, int]]
+) -> None:
+    section = bytearray(section_of(encode_batch(uniform_records(count))))
+    for where, mask in flips:
+        section[where % len(section)] ^= mask
+    batch = seal(bytes(section), count)
+    try:
+        check(batch)
+    except CorruptRecordError:
+        return
+    decoded = decode_batch(batch).records
+    assert [r.offset for r in decoded] == list(range(count))
