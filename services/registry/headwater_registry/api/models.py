@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from headwater.errors import HeadwaterError, MalformedRequestError
 from headwater.registry.errors import (
@@ -15,11 +15,13 @@ from headwater.registry.errors import (
 )
 from headwater.registry.schema import SchemaReference
 from headwater_kernel import openapi
+from headwater_kernel.json_integer import JsonInteger
 from headwater_registry.names import INT_MAX, INT_MIN
 from headwater_registry.schemas import SchemaInput
 
-JavaInt = Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
-"""Confluent's ids and versions are Java ``int``: a larger number is a bad body (422)."""
+JavaInt = Annotated[int, JsonInteger(INT_MIN, INT_MAX)]
+"""Confluent's ids and versions are Java ``int``: a larger number, or one that is not a JSON
+integer (``"1"``, ``true``), is a bad body (422)."""
 
 
 class Reference(BaseModel):
@@ -55,7 +57,7 @@ class ConfigRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     compatibility: str | None = None
-    normalize: bool | None = None
+    normalize: StrictBool | None = None  # a JSON boolean: 0 or "true" is a bad body (422)
 
 
 class ModeRequest(BaseModel):
