@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CORE_STAMP := $(VENV)/.core-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: up test lint typecheck unit install install-dev bench demo clean
+.PHONY: up test check lint imports typecheck unit install install-dev bench demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,20 @@ install-dev: $(DEV_STAMP)
 up: $(CORE_STAMP)
 	$(VENV)/bin/headwater up
 
-## test: lint, format check, mypy --strict, then the whole test suite.
-test: $(DEV_STAMP) lint typecheck
+## test: lint, format check, import rules, mypy --strict, then the whole test suite.
+test: $(DEV_STAMP) lint imports typecheck
 	$(PY) -m pytest
+
+## check: the quick loop (about a minute): lint, format check, import rules, types, unit tests.
+check: $(DEV_STAMP) lint imports typecheck unit
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+## imports: the import rules of docs/architecture.md ([tool.importlinter] in pyproject.toml).
+imports: $(DEV_STAMP)
+	$(VENV)/bin/lint-imports
 
 typecheck: $(DEV_STAMP)
 	$(VENV)/bin/mypy headwater headwater_cli services/*/headwater_* spark/headwater_spark spark/pyspark_headwater tests bench
@@ -49,4 +56,4 @@ demo: $(DEV_STAMP)
 	$(PY) -m headwater_spark.demo
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache data
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache data

@@ -1,8 +1,20 @@
-"""Fixtures shared by every suite: real Redis, PostgreSQL and broker processes, isolated per run."""
+"""Fixtures shared by every suite: real Redis, PostgreSQL and broker processes, isolated per run;
+and what a test needs from the machine.
+
+A test that needs Redis, PostgreSQL, Java (Spark) or docker-compose says so, with the
+``needs(...)`` marker or by calling ``require`` (the ``redis_url``, ``redis_prefix`` and
+``postgres_url`` fixtures do; the ``spark`` marker implies ``needs("java")``). On a laptop
+without it the test is skipped, with the reason; when ``CI=true`` it fails instead, since
+``.ci/run`` provides all of them and a skip there would hide a broken machine.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import os
+import shutil
+import socket
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -12,9 +24,71 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _on_path(program: str) -> Callable[[], bool]:
+    return lambda: shutil.which(program) is not None
+
+
+# What a test may need: how to tell it is here, and what to do when it is not.
+NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
+    "redis": (
+        lambda: _listening(6379),
+        "nothing answers at 127.0.0.1:6379 (start redis-server)",
+    ),
+    "postgres": (
+        lambda: _listening(5432),
+        "nothing answers at 127.0.0.1:5432 (start PostgreSQL, trust auth for user postgres)",
+    ),
+    "java": (
+        _on_path("java"),
+        "no `java` on PATH (Spark needs a JDK 17 or newer, e.g. apt-get install openjdk-17-jdk)",
+    ),
+    "docker-compose": (
+        _on_path("docker-compose"),
+        "no `docker-compose` on PATH (apt-get install docker-compose)",
+    ),
+}
+
+
+@functools.cache
+def _present(what: str) -> bool:
+    return NEEDS[what][0]()
+
+
+def require(what: str) -> None:
+    """Skip the running test when the machine lacks ``what`` (a key of ``NEEDS``); fail it when
+    ``CI=true``."""
+    if what not in NEEDS:
+        raise ValueError(f"unknown need {what!r}; known: {', '.join(NEEDS)}")
+    if _present(what):
+        return
+    message = f"needs {what}: {NEEDS[what][1]}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{message}; CI=true, where .ci/run provides it, so this fails", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Check a test's needs before its fixtures start processes that would need them."""
+    for mark in item.iter_markers("needs"):
+        for what in mark.args:
+            require(what)
+    if item.get_closest_marker("spark") is not None:
+        require("java")
+
+
 @pytest.fixture
 def redis_url() -> str:
     """The machine's real Redis (tests isolate themselves with ``redis_prefix``)."""
+    require("redis")
     return REDIS_URL
 
 
@@ -23,6 +97,7 @@ def redis_prefix() -> Iterator[str]:
     """A Redis key prefix of this test's own; its keys are deleted afterwards."""
     import redis
 
+    require("redis")
     prefix = unique("hwtest") + ":"
     yield prefix
     client = redis.Redis.from_url(REDIS_URL)
@@ -37,6 +112,7 @@ def postgres_url() -> Iterator[str]:
     """A PostgreSQL database of this test's own on the machine's real server, dropped afterwards."""
     import sqlalchemy
 
+    require("postgres")
     name = unique("hwtest").replace("-", "_")
     admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

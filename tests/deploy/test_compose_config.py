@@ -21,10 +21,7 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV = {"POSTGRES_PASSWORD": "test-password"}
 APPS = ("registry", "broker-0", "broker-1", "broker-2", "coordinator")
 docker_compose = shutil.which("docker-compose")
-needs_docker_compose = pytest.mark.skipif(
-    docker_compose is None,
-    reason="docker-compose is not installed (apt-get install docker-compose; .ci/run does)",
-)
+needs_docker_compose = pytest.mark.needs("docker-compose")
 
 
 def run_docker_compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

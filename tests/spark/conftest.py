@@ -16,12 +16,14 @@ from pyspark.sql import SparkSession
 
 from headwater.producer import Producer
 from headwater_spark.session import build_session
+from tests.conftest import require
 from tests.support import ServiceProcess, free_port, unique
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local[2] session for the whole suite: Spark takes ~10 s to start on this machine."""
+    require("java")
     session = build_session("local[2]", app_name="headwater-tests", shuffle_partitions=2)
     yield session
     session.stop()

@@ -87,18 +87,24 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
     def start(self, timeout: float = 60.0) -> Self:
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         out: int | IO[bytes] | None = subprocess.DEVNULL
+        log: IO[bytes] | None = None
         if self.inherit_output:
             out = None
         elif self.log_path:
-            out = open(self.log_path, "ab")  # noqa: SIM115  # the child process owns it
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module, *self.args],
-            env=env,
-            cwd=self.cwd,
-            stdout=out,
-            stderr=subprocess.STDOUT if out is not None else None,
-            pass_fds=self.pass_fds,
-        )
+            out = log = open(self.log_path, "ab")  # noqa: SIM115  # closed below, once the child has it
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                env=env,
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+                pass_fds=self.pass_fds,
+            )
+        finally:
+            # The child writes through its own copy of the descriptor; ours would only leak.
+            if log is not None:
+                log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -23,7 +23,8 @@ from headwater.groups.client import CoordinatorClient
 from headwater.groups.errors import GroupNotFoundError
 from tests.support import ROOT, ServiceProcess, free_port, unique
 
-pytestmark = pytest.mark.e2e
+# The coordinator process uses the machine's Redis.
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("redis")]
 
 
 @dataclass

@@ -22,7 +22,8 @@ from headwater.consumer import ConsumerRecord
 from headwater.types import PartitionId
 from tests.support import ROOT, ServiceProcess, free_port, unique
 
-pytestmark = pytest.mark.e2e
+# The coordinator process uses the machine's Redis.
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("redis")]
 
 PARTITIONS, RECORDS = 4, 200
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -150,4 +151,4 @@ class GroupMachine(RuleBasedStateMachine):
 
 
 GroupMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
-TestGroupStateMachine = GroupMachine.TestCase
+TestGroupStateMachine = pytest.mark.needs("redis")(GroupMachine.TestCase)
