@@ -155,13 +155,25 @@ def _walk(data: bytes, count: int, base_timestamp: int, pos: int) -> None:
             b = data[i]  # header count
             if b == 0:
                 i += 1
+            elif b == 2:  # one header, the common case after none: read here, not in a call
+                b = data[i + 1]  # its key length
+                if b < 0x80 and not b & 1 and i + 2 + (b >> 1) < end:
+                    i += 2 + (b >> 1)
+                    b = data[i]  # its value length
+                    if b < 0x80:
+                        v = (b >> 1) ^ -(b & 1)
+                        i += 1 + v if v > 0 else 1
+                        if v < -1 or i > end:
+                            raise CorruptRecordError(
+                                f"record {index} of the batch at position {pos}: header value "
+                                f"length {v} overruns the record"
+                            )
+                    else:
+                        i = _walk_one_header_value(data, i, end, index, pos)
+                else:
+                    i = _walk_some_headers(data, i, end, index, pos)
             else:
-                try:
-                    i = _walk_headers(data, i, end)
-                except _HeaderError as fault:
-                    raise CorruptRecordError(
-                        f"record {index} of the batch at position {pos}: {fault}"
-                    ) from None
+                i = _walk_some_headers(data, i, end, index, pos)
             if i != end:
                 raise CorruptRecordError(
                     f"record {index} of the batch at position {pos}: length {length} does not "
@@ -176,6 +188,25 @@ def _walk(data: bytes, count: int, base_timestamp: int, pos: int) -> None:
         raise CorruptRecordError(
             f"batch at position {pos} has {n - i} bytes after its {count} declared records"
         )
+
+
+def _walk_some_headers(data: bytes, i: int, end: int, index: int, pos: int) -> int:
+    try:
+        return _walk_headers(data, i, end)
+    except _HeaderError as fault:
+        raise CorruptRecordError(
+            f"record {index} of the batch at position {pos}: {fault}"
+        ) from None
+
+
+def _walk_one_header_value(data: bytes, i: int, end: int, index: int, pos: int) -> int:
+    size, i = read_varint(data, i)
+    if size < -1 or i + size > end:
+        raise CorruptRecordError(
+            f"record {index} of the batch at position {pos}: header value length {size} "
+            "overruns the record"
+        )
+    return i + size if size > 0 else i
 
 
 class _HeaderError(Exception):
