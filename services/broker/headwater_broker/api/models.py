@@ -9,8 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from headwater.errors import HeadwaterError
 from headwater_broker.broker import MAX_PARTITIONS
+from headwater_broker.topic_config import RULES
 from headwater_kernel import openapi
 from headwater_kernel.json_integer import JsonInteger
+
+TOPIC_PATTERN = r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$"
+"""Kafka's rule for topic names, as ``topic_config.validate_topic_name`` checks it at creation."""
 
 
 class _FromDomain(BaseModel):
@@ -46,15 +50,24 @@ Integer = Annotated[int, JsonInteger()]
 
 
 class CreateTopic(BaseModel):
-    name: str
+    # The constraints are documented here and checked by the core, each with its own code.
+    name: str = Field(
+        description="Kafka's rule (42201 otherwise)",
+        json_schema_extra={"pattern": TOPIC_PATTERN, "minLength": 1, "maxLength": 249},
+    )
     partitions: Integer | None = Field(
-        None, description="1 .. 10000 (42203); default BROKER_DEFAULT_PARTITIONS"
+        None,
+        description="1 .. 10000 (42203); default BROKER_DEFAULT_PARTITIONS",
+        json_schema_extra={"minimum": 1, "maximum": MAX_PARTITIONS},
     )
     replication_factor: Integer | None = Field(
         None, description="1 (or -1 for the default) with one broker (42204)"
     )
     configs: dict[str, Any] = Field(
-        default_factory=dict, description='Kafka topic configs, e.g. {"retention.ms": "3600000"}'
+        default_factory=dict,
+        description='Kafka topic configs, e.g. {"retention.ms": "3600000"} (42202 if unknown or '
+        "a bad value)",
+        json_schema_extra={"propertyNames": {"enum": sorted(RULES)}},
     )
 
 
@@ -62,10 +75,15 @@ class AlterConfigs(BaseModel):
     """An incremental config change: keys to set and keys to return to their defaults."""
 
     set: dict[str, Any] = Field(
-        default_factory=dict, description='Overrides to set, e.g. {"retention.ms": "3600000"}'
+        default_factory=dict,
+        description='Overrides to set, e.g. {"retention.ms": "3600000"} (42202 if unknown or a '
+        "bad value)",
+        json_schema_extra={"propertyNames": {"enum": sorted(RULES)}},
     )
     delete: list[str] = Field(
-        default_factory=list, description="Overrides to remove (back to the default)"
+        default_factory=list,
+        description="Overrides to remove (back to the default; 42202 if unknown)",
+        json_schema_extra={"items": {"type": "string", "enum": sorted(RULES)}},
     )
 
 
@@ -151,9 +169,6 @@ class FetchedRecord(BaseModel):
     timestamp: int
     headers: list[RecordHeader]
 
-
-TOPIC_PATTERN = r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$"
-"""Kafka's rule for topic names, as ``topic_config.validate_topic_name`` checks it at creation."""
 
 TopicName = Annotated[
     str,
