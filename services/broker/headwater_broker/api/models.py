@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from headwater.errors import HeadwaterError
 from headwater_broker.broker import MAX_PARTITIONS
@@ -15,6 +15,8 @@ from headwater_kernel.json_integer import JsonInteger
 
 TOPIC_PATTERN = r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$"
 """Kafka's rule for topic names, as ``topic_config.validate_topic_name`` checks it at creation."""
+CONFIG_KEYS: list[JsonValue] = [*sorted(RULES)]
+"""The topic configs the broker knows (42202 for any other)."""
 
 
 class _FromDomain(BaseModel):
@@ -67,7 +69,7 @@ class CreateTopic(BaseModel):
         default_factory=dict,
         description='Kafka topic configs, e.g. {"retention.ms": "3600000"} (42202 if unknown or '
         "a bad value)",
-        json_schema_extra={"propertyNames": {"enum": sorted(RULES)}},
+        json_schema_extra={"propertyNames": {"enum": CONFIG_KEYS}},
     )
 
 
@@ -78,12 +80,12 @@ class AlterConfigs(BaseModel):
         default_factory=dict,
         description='Overrides to set, e.g. {"retention.ms": "3600000"} (42202 if unknown or a '
         "bad value)",
-        json_schema_extra={"propertyNames": {"enum": sorted(RULES)}},
+        json_schema_extra={"propertyNames": {"enum": CONFIG_KEYS}},
     )
     delete: list[str] = Field(
         default_factory=list,
         description="Overrides to remove (back to the default; 42202 if unknown)",
-        json_schema_extra={"items": {"type": "string", "enum": sorted(RULES)}},
+        json_schema_extra={"items": {"type": "string", "enum": CONFIG_KEYS}},
     )
 
 
