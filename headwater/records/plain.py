@@ -14,9 +14,8 @@ Anything else goes through the general encoder and decoder, which produce the sa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import accumulate
-from operator import itemgetter
 from typing import cast
 
 from headwater.records.varint import NULL_LENGTH, SMALL_LIMIT, SMALL_VARINTS, read_varint
@@ -96,54 +95,3 @@ def plain_values(section: bytes, count: int) -> list[bytes] | None:
     next(starts)
     values = [section[start : start + n] for start in starts]
     return values if _join_plain(table, values, count) == section else None
-
-
-# Per value length n: an itemgetter taking the bytes around the values (every table entry) out
-# of a plain section of some count, and those bytes joined. Slices are bytes objects the
-# itemgetter builds in one C call, so checking a section runs no Python code per record.
-_SKELETONS_KEPT = 16
-_Skeleton = tuple[Callable[[bytes], tuple[bytes, ...]], bytes]
-_skeletons: dict[tuple[int, int], _Skeleton] = {}
-
-
-def _skeleton(n: int, count: int) -> _Skeleton:
-    found = _skeletons.get((n, count))
-    if found is None:
-        table = _plain_table(n, count)[:count]
-        slices = []
-        start = 0
-        for d, entry in enumerate(table):
-            size = len(entry) - 1 if d == 0 else len(entry)
-            slices.append(slice(start, start + size))
-            start += size + n
-        slices.append(slice(start, start + 1))  # the last record's headers count (00)
-        joined = _join_plain(table, [b""] * count, count)
-        # (count >= 1, so there are always two slices or more: the getter returns a tuple.)
-        getter = cast("Callable[[bytes], tuple[bytes, ...]]", itemgetter(*slices))
-        if len(_skeletons) >= _SKELETONS_KEPT:
-            _skeletons.clear()
-        found = _skeletons[(n, count)] = (getter, joined)
-    return found
-
-
-def is_plain_section(section: bytes, count: int) -> bool:
-    """Whether ``section`` is exactly the plain records section of ``count`` records of one
-    value length (what :func:`plain_section` would encode), without building the values.
-
-    False means only "not plain": the general decoder then reads or rejects the section.
-    """
-    if not 0 < count <= SMALL_LIMIT or len(section) < 7:
-        return False
-    i = 1 if section[0] < 0x80 else 2  # the first record's length varint
-    try:
-        if section[i : i + 4] != b"\x00\x00\x00\x01" or (
-            section[i + 4] >= 0x80 and section[i + 5] >= 0x80
-        ):
-            return False
-        n, _ = read_varint(section, i + 4)
-    except IndexError:
-        return False
-    if not 0 <= n < _PLAIN_VALUE_LIMIT - 32:
-        return False
-    getter, joined = _skeleton(n, count)
-    return len(section) == len(joined) + n * count and b"".join(getter(section)) == joined

@@ -1,56 +1,35 @@
-"""Records sections whose records all share the first record's layout, recognized in C calls.
+"""Records sections whose records all share the first record's layout, checked column by column.
 
-Producers of keyed events often send records that differ only in their bytes, not their shape:
-keys of one length, values of one length, the same headers with values of one length, one
-timestamp. Such a record is framing bytes around its payloads (the key, the value, each header's
-key and value)::
+Producers mostly send records that differ only in their bytes, not their shape: no key or keys
+of one length, values of one length, the same headers, one timestamp (plain records, fixed-size
+keyed events). Such a record is framing bytes around its payloads (the key, the value, each
+header's key and value)::
 
     length | attributes timestampDelta | offsetDelta | keyLength | KEY | valueLength | VALUE |
     headerCount headerKeyLength | HEADER KEY | headerValueLength | HEADER VALUE | ...
 
 and only ``length`` and ``offsetDelta`` change from record to record (``offsetDelta`` is the
-record's index; ``length`` grows by a byte where the index's varint does). So from the first
-record's layout, the framing of records 0..n-1 is known: their bytes, and where in the section
-they must sit. A section is uniform when taking those places out of it (one ``itemgetter`` call)
-and joining them gives those bytes, and its length is the layout's: no Python code runs per
-record. Anything else is left to the record walk in ``validation.py``, which also checks the
-first record before this is asked.
+record's index; ``length`` grows by a byte where the index's varint does). Within a run of
+records whose index varints have one width (0-63, 64-8191, ...) every record has one size S, so
+the i-th framing byte of all of them is ``run[i::S]``: one strided slice, compared with what it
+must hold (a constant, or the index varints' i-th bytes). A section is uniform when every such
+column matches and the runs fill it exactly: a few C calls per run, none per record. Anything
+else is left to the record walk in ``validation.py``, which also checks the first record
+(whose layout this copies) before this is asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import cast
-
 from headwater.errors import CorruptRecordError
 from headwater.records.varint import encode_varint, read_varint
 
-# Layout key: (attributes and timestampDelta bytes, framing after offsetDelta split at each
-# payload, payload lengths).
+# (attributes and timestampDelta bytes, framing after offsetDelta split at each payload,
+# payload lengths).
 _Layout = tuple[bytes, tuple[bytes, ...], tuple[int, ...]]
-_LAYOUTS_KEPT = 4  # each holds a slice per framing piece of its longest batch yet
-_GETTERS_KEPT = 8
 
-
-@dataclass
-class _Framing:
-    """The framing of records 0..built-1 of one layout: places in the section, and bytes."""
-
-    pieces_per_record: int
-    slices: list[slice] = field(default_factory=list)
-    joined: bytearray = field(default_factory=bytearray)
-    joined_ends: list[int] = field(default_factory=lambda: [0])  # per record count
-    section_ends: list[int] = field(default_factory=lambda: [0])  # per record count
-
-    @property
-    def built(self) -> int:
-        return len(self.section_ends) - 1
-
-
-_framings: dict[_Layout, _Framing] = {}
-_getters: dict[tuple[_Layout, int], Callable[[bytes], tuple[bytes, ...]]] = {}
+# Per (varint width, byte): that byte of the varints of indexes lo, lo + 1, ... of the run of
+# indexes of that width, as far as a batch has needed them.
+_index_columns: dict[tuple[int, int], bytes] = {}
 
 
 def first_record_end(section: bytes) -> int | None:
@@ -69,21 +48,55 @@ def is_uniform_section(section: bytes, first_end: int, count: int) -> bool:
     layout = _layout(section, first_end)
     if layout is None:
         return False
-    framing = _framing(layout, count)
-    if len(section) != framing.section_ends[count]:
-        return False
-    key = (layout, count)
-    getter = _getters.get(key)
-    if getter is None:
-        pieces = framing.slices[: framing.pieces_per_record * count]
-        getter = cast("Callable[[bytes], tuple[bytes, ...]]", itemgetter(*pieces))
-        if len(_getters) >= _GETTERS_KEPT:
-            _getters.clear()
-        _getters[key] = getter
-    taken = getter(section)
-    joined = taken if isinstance(taken, bytes) else b"".join(taken)
-    expected = framing.joined_ends[count]
-    return len(joined) == expected and framing.joined.startswith(joined)
+    head, segments, payloads = layout
+    first, *rest = segments
+    # Framing bytes after the offsetDelta, by their place in the record from there.
+    tail: list[tuple[int, int]] = [(at, byte) for at, byte in enumerate(first)]
+    at = len(first)
+    for gap, piece in zip(payloads, rest, strict=True):
+        at += gap
+        tail.extend((at + k, byte) for k, byte in enumerate(piece))
+        at += len(piece)
+    body = len(head) + at  # a record's bytes after its length varint, less its offsetDelta
+    start = index = 0
+    while index < count:
+        width = len(encode_varint(index))
+        stop = min(count, _run_end(width))
+        size = len(encode_varint(body + width)) + body + width
+        n = stop - index
+        run = section[start : start + size * n]
+        if len(run) != size * n:
+            return False
+        lead = encode_varint(body + width) + head
+        for k, byte in enumerate(lead):
+            if run[k::size] != bytes((byte,)) * n:
+                return False
+        for k in range(width):
+            if run[len(lead) + k :: size] != _index_column(width, k, index, n):
+                return False
+        after = len(lead) + width
+        for k, byte in tail:
+            if run[after + k :: size] != bytes((byte,)) * n:
+                return False
+        start += size * n
+        index = stop
+    return start == len(section)
+
+
+def _run_end(width: int) -> int:
+    """One past the last index whose zig-zag varint is ``width`` bytes."""
+    return 1 << (7 * width - 1)
+
+
+def _index_column(width: int, k: int, lo: int, n: int) -> bytes:
+    """Byte ``k`` of the varints of indexes ``lo .. lo + n - 1`` (all ``width`` bytes long)."""
+    first = 0 if width == 1 else _run_end(width - 1)
+    column = _index_columns.get((width, k), b"")
+    if len(column) < lo - first + n:
+        end = min(_run_end(width), first + max(lo - first + n, 2 * len(column)))
+        column = bytes(encode_varint(i)[k] for i in range(first, end))
+        _index_columns[(width, k)] = column
+    return column[lo - first : lo - first + n]
 
 
 def _layout(section: bytes, end: int) -> _Layout | None:
@@ -120,41 +133,3 @@ def _layout(section: bytes, end: int) -> _Layout | None:
         return None
     segments.append(section[piece_start:end])
     return head, tuple(segments), tuple(payloads)
-
-
-def _framing(layout: _Layout, count: int) -> _Framing:
-    framing = _framings.get(layout)
-    if framing is None or framing.built < count:
-        if len(_framings) >= _LAYOUTS_KEPT:
-            _framings.clear()
-            _getters.clear()
-        built = 0 if framing is None else framing.built
-        framing = _build(layout, max(count, 2 * built))
-        _framings[layout] = framing
-    return framing
-
-
-def _build(layout: _Layout, count: int) -> _Framing:
-    head, segments, payloads = layout
-    first, *rest = segments
-    # The record's bytes after its length varint, less the offsetDelta's varint.
-    body = len(head) + sum(map(len, segments)) + sum(payloads)
-    tail = [(gap, piece) for gap, piece in zip(payloads, rest, strict=True)]
-    framing = _Framing(pieces_per_record=1 + sum(1 for _gap, piece in tail if piece))
-    slices, joined = framing.slices, framing.joined
-    at = 0
-    for index in range(count):
-        offset = encode_varint(index)
-        lead = encode_varint(body + len(offset)) + head + offset + first
-        slices.append(slice(at, at + len(lead)))
-        joined += lead
-        at += len(lead)
-        for gap, piece in tail:
-            at += gap
-            if piece:
-                slices.append(slice(at, at + len(piece)))
-                joined += piece
-                at += len(piece)
-        framing.joined_ends.append(len(joined))
-        framing.section_ends.append(at)
-    return framing

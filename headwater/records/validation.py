@@ -9,11 +9,11 @@ it, so whatever it accepts ``decoder.py`` reads back. Checked per record (layout
 record, the header count is not negative and each header has a key; and the batch holds exactly
 ``recordsCount`` records and nothing after them.
 
-Cost: plain records (null key, no headers, one value length; what the SDK and REST produce write
-for fixed-size events) are recognized by :func:`~headwater.records.plain.is_plain_section` in C
-calls only; so are records that all share the first one's layout (``uniform.py``: fixed-size
-keys, values and headers), once the first is walked. Any other section is walked by one loop that
-reads varints in place and skips keys, values and headers without building an object for them.
+Cost: records that all share the first one's layout -- plain records (no key, no headers, one
+value length: what the SDK and REST produce write for fixed-size events) and fixed-size keyed
+ones -- are checked column by column in a few C calls per batch once the first is walked
+(``uniform.py``). Any other section is walked by one loop that reads varints in place and skips
+keys, values and headers without building an object for them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 from headwater.errors import CorruptRecordError
 from headwater.records.compression import decompress
 from headwater.records.header import CODEC_MASK, HEADER_SIZE, BatchHeader, Buffer
-from headwater.records.plain import is_plain_section
 from headwater.records.uniform import first_record_end, is_uniform_section
 from headwater.records.varint import read_varint
 
@@ -35,7 +34,8 @@ def validate_records(buf: Buffer, pos: int, header: BatchHeader) -> None:
     ``header`` is the batch's checked header (``check_batch``): the batch is whole and its codec
     known.
     """
-    section = bytes(buf[pos + HEADER_SIZE : pos + header.size])
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    section = bytes(view[pos + HEADER_SIZE : pos + header.size])  # one copy
     codec = header.attributes & CODEC_MASK
     if codec:
         try:
@@ -45,8 +45,6 @@ def validate_records(buf: Buffer, pos: int, header: BatchHeader) -> None:
                 f"batch at position {pos} does not decompress: {exc}"
             ) from None
     count = header.records_count
-    if is_plain_section(section, count):
-        return
     if count > 1:
         first = first_record_end(section)
         if first is not None:

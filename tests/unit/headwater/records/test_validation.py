@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from headwater.errors import CorruptRecordError
 from headwater.records import Compression, compress, crc32c, decode_batch, encode_batch
 from headwater.records.header import HEADER_SIZE, check_batch
-from headwater.records.plain import is_plain_section, plain_section
+from headwater.records.plain import plain_section
 from headwater.records.uniform import first_record_end, is_uniform_section
 from headwater.records.validation import validate_records
 from headwater.records.varint import encode_varint
@@ -125,19 +125,24 @@ def test_malformed_records_are_refused(section: bytes, reason: str) -> None:
         check(seal(section, 1))
 
 
-def test_plain_sections_are_recognized_without_their_values() -> None:
-    for n, count in [(0, 1), (5, 1), (100, 70), (1000, 9), (3, 9000)]:
+def test_plain_sections_are_uniform() -> None:
+    for n, count in [(0, 2), (5, 2), (100, 70), (1000, 9), (3, 9000)]:
         values = [os.urandom(n) for _ in range(count)]
         section = plain_section(values)
         assert section is not None
-        assert is_plain_section(section, count)
-        assert not is_plain_section(section, count + 1)
-        assert not is_plain_section(section + b"\x00", count)
-        assert not is_plain_section(section[:-1], count)
-    # A changed length or offset delta makes a section not plain; the general walk then decides.
-    changed = bytearray(plain_section([b"abc"] * 3) or b"")
-    changed[0] ^= 2
-    assert not is_plain_section(bytes(changed), 3)
+        end = first_record_end(section)
+        assert end is not None
+        assert is_uniform_section(section, end, count)
+        assert not is_uniform_section(section, end, count + 1)
+        assert not is_uniform_section(section, end, count - 1)
+        assert not is_uniform_section(section + b"\x00", end, count)
+        assert not is_uniform_section(section[:-1], end, count)
+    # A changed byte of any framing field makes a section not uniform; the walk then decides.
+    section = plain_section([b"abc"] * 200) or b""
+    for where in (0, 1, 2, 3, 4, 5, 10, 9 * 100 + 3, len(section) - 1):
+        changed = bytearray(section)
+        changed[where] ^= 2
+        assert not is_uniform_section(bytes(changed), first_record_end(section) or 0, 200), where
 
 
 @settings(max_examples=300, deadline=None)
