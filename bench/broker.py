@@ -13,7 +13,8 @@ What is measured (each for a bounded few seconds, loopback only):
 * **SDK producer** -- ``headwater.Producer.produce()`` per record, and ``produce_many()`` with
   1000 records per call, end to end (batching, encoding, HTTP, acks=all with idempotence), timed
   until ``flush()`` returns; only records the broker holds afterwards are counted.
-* **SDK consumer** -- ``headwater.Consumer.poll()`` decoding every record.
+* **SDK consumer** -- ``headwater.Consumer.consume(50000)`` decoding every record, and
+  ``poll()`` taking them one at a time (confluent-kafka's loop).
 * **Redis Streams** -- pipelined ``XADD`` and ``XREAD`` with redis-py + hiredis against the
   machine's Redis (127.0.0.1:6379), a unique key deleted afterwards.
 * **NATS JetStream** -- ``publish_async`` into a unique file-storage stream and a pull
@@ -237,11 +238,28 @@ def bench_sdk(url: str, size: int, seconds: float) -> list[Row]:
         started = time.perf_counter()
         deadline = started + seconds
         while time.perf_counter() < deadline:
-            records = consumer.poll(1.0)
+            records = consumer.consume(50_000, 1.0)
             if not records:
                 break
             consumed += len(records)
-        rows.append(Row("Headwater", "SDK Consumer.poll() decode", size, consumed, since(started)))
+        operation = "SDK Consumer.consume() decode"
+        rows.append(Row("Headwater", operation, size, consumed, since(started)))
+    with Consumer(config) as consumer:
+        consumer.assign([TopicPartition(topics[0], PartitionId(p)) for p in range(PARTITIONS)])
+        consumed = 0
+        started = time.perf_counter()
+        deadline = started + seconds
+        poll = consumer.poll
+        while time.perf_counter() < deadline:
+            for _ in range(1000):
+                if poll(1.0) is None:
+                    break
+                consumed += 1
+            else:
+                continue
+            break
+        operation = "SDK Consumer.poll() one by one"
+        rows.append(Row("Headwater", operation, size, consumed, since(started)))
     return rows
 
 
@@ -371,7 +389,7 @@ def bench_nats(size: int, seconds: float) -> tuple[Row, Row] | str:
 def print_table(rows: list[Row], notes: list[str]) -> None:
     def baseline(system: str, size: int, writes: bool) -> Row | None:
         for row in rows:
-            is_write = not any(w in row.operation for w in ("fetch", "XREAD", "poll"))
+            is_write = not any(w in row.operation for w in ("fetch", "XREAD", "poll", "consume"))
             if row.system == system and row.size == size and is_write == writes:
                 return row
         return None
@@ -383,7 +401,7 @@ def print_table(rows: list[Row], notes: list[str]) -> None:
     print(header)
     print("-" * len(header))
     for row in rows:
-        writes = not any(w in row.operation for w in ("fetch", "XREAD", "poll"))
+        writes = not any(w in row.operation for w in ("fetch", "XREAD", "poll", "consume"))
         ratios = []
         for other in ("Redis Streams", "NATS JetStream"):
             base = baseline(other, row.size, writes)

@@ -19,6 +19,9 @@ What is measured, in one run, over the same records:
 * **SDK produce_many, 1 process** -- the SDK's idempotent Producer writing the same number of
   records of the same size from one process: the sink's baseline.
 * **Spark sink** -- ``df.write.format("headwater")`` of those records from ``local[2]``.
+* **Spark floors** -- what Spark itself costs, with nothing of ours per record: a Python data
+  source yielding prebuilt Arrow batches of the source's rows (counted), and the sink's rows
+  handed to Python as Arrow and dropped. The read and sink rows cannot go below them.
 
 Targets (issue 13, on local[2]): read >= 2x the loop, validate >= 1.5x the loop, sink within 2x
 of ``produce_many`` (>= 0.5x its rate); each row prints its ratio beside the target.
@@ -142,6 +145,60 @@ def fastavro_hoisted_loop(payloads: list[bytes]) -> float:
         buf.seek(5)
         _read_data(buf, parsed, named, None, options)
     return time.perf_counter() - started
+
+
+class _FloorPartition:
+    """Picklable work of one floor task: how many rows to yield."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+
+def floor_source(records: int, tasks: int, batch_rows: int) -> Any:
+    """A Python data source yielding prebuilt Arrow batches of the ``headwater`` source's rows:
+    what Spark itself costs to take ``records`` rows from Python (no fetch, no decode)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from headwater_spark.source import source_schema
+
+    class FloorReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(_FloorPartition(records // tasks)) for _ in range(tasks)]
+
+        def read(self, partition: InputPartition) -> Any:
+            import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
+
+            from headwater_spark.topic_log import ARROW_SCHEMA_NO_HEADERS
+
+            rows = partition.value.rows
+            n = min(batch_rows, rows)
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.nulls(n, pa.binary()),
+                    pa.array([b"x" * 40] * n, pa.binary()),
+                    pa.array(["bench-orders"] * n, pa.string()),
+                    pa.array([0] * n, pa.int32()),
+                    pa.array(range(n), pa.int64()),
+                    pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                    pa.array([0] * n, pa.int32()),
+                ],
+                schema=ARROW_SCHEMA_NO_HEADERS,
+            )
+            for at in range(0, rows, n):
+                yield batch.slice(0, min(n, rows - at))
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "headwater-bench-floor"
+
+        def schema(self) -> Any:
+            return source_schema(False)
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return FloorReader()
+
+    return FloorSource
 
 
 def main() -> int:
@@ -296,6 +353,26 @@ def main() -> int:
                     raise RuntimeError("produce_many did not finish")
             return time.perf_counter() - started
 
+        spark.dataSource.register(floor_source(args.records, 2, 50_000))
+
+        def read_floor() -> float:
+            started = time.perf_counter()
+            count = spark.read.format("headwater-bench-floor").load().count()
+            if count != args.records:
+                raise RuntimeError(f"floor read {count} rows")
+            return time.perf_counter() - started
+
+        def sink_floor() -> float:
+            """Spark's share of the sink: the same rows handed to Python as Arrow, dropped."""
+            from pyspark.sql import functions as sf
+
+            rows = spark.range(args.records, numPartitions=cores).select(
+                sf.lit(sample_value).alias("value")
+            )
+            started = time.perf_counter()
+            rows.mapInArrow(lambda batches: (b.slice(0, 0) for b in batches), rows.schema).count()
+            return time.perf_counter() - started
+
         sample_value = payloads[0]
         loop_name = "fastavro decode loop, 1 process"
         hoisted_name = "fastavro loop, set-up hoisted, 1 process"
@@ -304,6 +381,8 @@ def main() -> int:
         decode_name = f"from_confluent_avro, {args.master}"
         sdk_name = "SDK produce_many, 1 process"
         sink_name = f"Spark sink (write.format headwater), {args.master}"
+        read_floor_name = f"Spark floor: prebuilt Arrow rows, count, {args.master}"
+        sink_floor_name = f"Spark floor: rows to Python, dropped, {args.master}"
         times: dict[str, list[float]] = {
             loop_name: [],
             hoisted_name: [],
@@ -312,6 +391,8 @@ def main() -> int:
             decode_name: [],
             sdk_name: [],
             sink_name: [],
+            read_floor_name: [],
+            sink_floor_name: [],
         }
         # Rounds alternate the loop and the Spark rows, so load from other work on the machine
         # hits them alike; best and median of the rounds are reported.
@@ -332,6 +413,8 @@ def main() -> int:
             times[decode_name].append(seconds)
             times[sdk_name].append(produce_many(round_number))
             times[sink_name].append(sink(round_number))
+            times[read_floor_name].append(read_floor())
+            times[sink_floor_name].append(sink_floor())
         del payloads
         if not args.skip_parquet:
             times[f"Spark validate + Parquet, {args.master}"] = [
@@ -347,12 +430,12 @@ def main() -> int:
             f"{args.partitions} partitions, {args.rounds} rounds; "
             f"load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores"
         )
-        print(f"{'run':<46} {'best rec/s':>11} {'vs loop':>8} {'median rec/s':>13} {'vs loop':>8}")
+        print(f"{'run':<52} {'best rec/s':>11} {'vs loop':>8} {'median rec/s':>13} {'vs loop':>8}")
         for name, samples in times.items():
             best = args.records / min(samples)
             median = args.records / statistics.median(samples)
             print(
-                f"{name:<46} {best:>11,.0f} {best / best_loop:>7.2f}x "
+                f"{name:<52} {best:>11,.0f} {best / best_loop:>7.2f}x "
                 f"{median:>13,.0f} {median / median_loop:>7.2f}x"
             )
 

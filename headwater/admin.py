@@ -1,4 +1,13 @@
-"""The AdminClient: topic administration and offset queries with Kafka-like method names."""
+"""The AdminClient: topic administration and offset queries with Kafka-like method names.
+
+``list_topics()`` answers as confluent-kafka's does (a ``ClusterMetadata``); topics are created
+and changed one at a time (``create_topic``, not confluent-kafka's ``create_topics([NewTopic])``).
+
+Topic admin goes to any broker of the cluster (the broker forwards it to the controller);
+offsets go to the partition's leader. Both move on to another broker when one does not answer
+and retry the retriable answers (no controller or leader right now, 503) until
+``request.timeout.ms`` (:mod:`headwater.client.cluster`).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +16,23 @@ from collections.abc import Mapping, Sequence
 import httpx
 
 from headwater.client.broker import (
-    BrokerClient,
+    ClusterDescription,
     PartitionOffsets,
     TimestampOffset,
     TopicDescription,
 )
+from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
+from headwater.cluster_metadata import ClusterMetadata, describe_cluster
 from headwater.config import AdminConfig
 
 
 class AdminClient(Closeable):
     """Creates, describes, alters, grows and deletes topics, and reads partition offsets.
 
-    Every method is one request to the first of ``bootstrap.servers``; errors are the typed
+    Each method is one request to a broker of the cluster, retried on another broker after a
+    connection error (for a request that changes something, only when it cannot have been
+    sent) and after retriable answers, up to ``request.timeout.ms``; errors are the typed
     errors of ``headwater.errors`` (``TopicAlreadyExistsError``, ``TopicNotFoundError``,
     ``InvalidConfigError``, ...).
     """
@@ -31,12 +44,18 @@ class AdminClient(Closeable):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.config = AdminConfig.from_dict(config or {})
-        self._client = BrokerClient(
-            self.config.bootstrap_servers[0],
+        self._cluster = ClusterClient(
+            self.config.bootstrap_servers,
             timeout=self.config.request_timeout_ms / 1000,
             transport=transport,
             client_id=self.config.client_id,
+            retry_backoff_ms=self.config.retry_backoff_ms,
         )
+
+    def describe_cluster(self) -> ClusterDescription | None:
+        """The cluster id, controller and brokers (``GET /cluster``); None from brokers that
+        predate the cluster."""
+        return self._cluster.describe_cluster(fresh=True)
 
     def create_topic(
         self,
@@ -46,16 +65,27 @@ class AdminClient(Closeable):
         configs: Mapping[str, str] | None = None,
     ) -> TopicDescription:
         """Create ``name``; partitions default to the broker's BROKER_DEFAULT_PARTITIONS."""
-        return self._client.create_topic(name, partitions, replication_factor, configs)
+        return self._cluster.call_any(
+            lambda b: b.create_topic(name, partitions, replication_factor, configs), resend=False
+        )
 
     def delete_topic(self, name: str) -> None:
-        self._client.delete_topic(name)
+        self._cluster.call_any(lambda b: b.delete_topic(name), resend=False)
+        self._cluster.invalidate(name)
 
-    def list_topics(self) -> list[str]:
-        return self._client.list_topics()
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """Every topic (or only ``topic``) with its partitions, and the brokers, shaped as
+        confluent-kafka's ``ClusterMetadata``: ``list_topics().topics[name].partitions``.
+        ``timeout`` is accepted for confluent-kafka's sake; each request is bounded by
+        ``request.timeout.ms``."""
+        return describe_cluster(self._cluster, topic)
+
+    def topic_names(self) -> list[str]:
+        """Headwater's shorthand: the topic names alone, in one request."""
+        return self._cluster.call_any(lambda b: b.list_topics())
 
     def describe_topic(self, name: str) -> TopicDescription:
-        return self._client.describe_topic(name)
+        return self._cluster.call_any(lambda b: b.describe_topic(name))
 
     def alter_topic_configs(
         self,
@@ -65,19 +95,23 @@ class AdminClient(Closeable):
     ) -> TopicDescription:
         """Set and delete config overrides of ``name`` in one change (Kafka's incremental alter):
         a deleted key returns to its default; nothing changes unless the result is valid."""
-        return self._client.alter_configs(name, set_configs, delete)
+        return self._cluster.call_any(lambda b: b.alter_configs(name, set_configs, delete))
 
     def create_partitions(self, name: str, count: int) -> TopicDescription:
         """Grow ``name`` to ``count`` partitions in total (never shrinks)."""
-        return self._client.create_partitions(name, count)
+        described = self._cluster.call_any(lambda b: b.create_partitions(name, count), resend=False)
+        self._cluster.invalidate(name)
+        return described
 
     def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         """The partition's beginning (log start) and end (next to be written) offsets."""
-        return self._client.offsets(topic, partition)
+        return self._cluster.call_leader(topic, partition, lambda b: b.offsets(topic, partition))
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
         """The earliest offset with a timestamp >= ``timestamp`` and its timestamp, or Nones."""
-        return self._client.offset_for_timestamp(topic, partition, timestamp)
+        return self._cluster.call_leader(
+            topic, partition, lambda b: b.offset_for_timestamp(topic, partition, timestamp)
+        )
 
     def close(self) -> None:
-        self._client.close()
+        self._cluster.close()

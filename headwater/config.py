@@ -246,6 +246,7 @@ class AdminConfig:
     bootstrap_servers: tuple[str, ...]
     client_id: str
     request_timeout_ms: int
+    retry_backoff_ms: int
 
     @classmethod
     def from_dict(cls, config: Mapping[str, object]) -> AdminConfig:
@@ -254,4 +255,5 @@ class AdminConfig:
             bootstrap_servers=v["bootstrap.servers"],
             client_id=v["client.id"],
             request_timeout_ms=v["request.timeout.ms"],
+            retry_backoff_ms=v["retry.backoff.ms"],
         )

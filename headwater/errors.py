@@ -31,6 +31,9 @@ class HeadwaterError(Exception):
     error_code: ClassVar[int] = 50001
     http_status: ClassVar[int] = 500
     kafka_code: ClassVar[int | None] = None
+    # Seconds the server asked the client to wait before retrying (a 503's ``Retry-After``),
+    # set by clients when they rebuild the error from a response.
+    retry_after: float | None = None
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message()
@@ -42,6 +45,11 @@ class HeadwaterError(Exception):
 
     def to_body(self) -> dict[str, Any]:
         return {"error_code": self.error_code, "message": self.message}
+
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> HeadwaterError:
+        """Rebuild from a body: subclasses whose body carries more fields read them here."""
+        return cls(message)
 
 
 class ErrorFamily:
@@ -72,7 +80,7 @@ class ErrorFamily:
         """Rebuild the typed error from an HTTP error response (status and decoded JSON body)."""
         if isinstance(body, dict) and isinstance(body.get("error_code"), int):
             cls = self.for_code(body["error_code"])
-            error = cls(str(body.get("message", "")))
+            error = cls.from_fields(str(body.get("message", "")), body)
             if cls is UnknownServerError:
                 error.message = f"HTTP {status}, error_code {body['error_code']}: {error.message}"
             return error
@@ -366,6 +374,16 @@ class NotLeaderOrFollowerError(BrokerError):
             "leader_epoch": self.leader_epoch,
         }
 
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> NotLeaderOrFollowerError:
+        url = body.get("leader_url")
+        return cls(
+            message,
+            leader_id=_int(body.get("leader_id")),
+            leader_url=url if isinstance(url, str) else None,
+            leader_epoch=_int(body.get("leader_epoch")),
+        )
+
 
 @BROKER.register
 class FencedLeaderEpochError(BrokerError):
@@ -482,6 +500,15 @@ class NotControllerError(BrokerError):
             "controller_url": self.controller_url,
         }
 
+    @classmethod
+    def from_fields(cls, message: str, body: dict[str, Any]) -> NotControllerError:
+        url = body.get("controller_url")
+        return cls(
+            message,
+            controller_id=_int(body.get("controller_id")),
+            controller_url=url if isinstance(url, str) else None,
+        )
+
 
 @BROKER.register
 class MetadataUnavailableError(BrokerError):
@@ -498,3 +525,8 @@ class RequestTimedOutError(BrokerError):
     error_code = 50401
     http_status = 504
     kafka_code = 7  # REQUEST_TIMED_OUT
+
+
+def _int(value: Any) -> int:
+    """A broker id or epoch from a body; -1 (none) for anything that is not an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ COMMANDS = (
     "headwater_cli.schemas",
     "headwater_cli.validate",
     "headwater_cli.topics",
+    "headwater_cli.cluster",
     "headwater_cli.produce",
     "headwater_cli.consume",
     "headwater_cli.groups",
@@ -52,8 +54,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # inside the try: a reader that left fails the flush, not exit
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`headwater topics list | head -1`): stop quietly, as
+        # Unix tools do, with the status a shell gives a command killed by SIGPIPE. Python
+        # flushes stdout again at exit, so point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     return code
 
 

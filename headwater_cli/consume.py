@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 
 from headwater.admin import AdminClient
-from headwater.consumer import Consumer, ConsumerRecord
+from headwater.consumer import Consumer
 from headwater.errors import HeadwaterError
-from headwater.topic_partition import TopicPartition
-from headwater.types import PartitionId
+from headwater.message import Message
+from headwater.topic_partition import OFFSET_INVALID, TopicPartition
 from headwater_cli.endpoints import BROKERS, COORDINATOR, identify, misdirected
 from headwater_cli.groups import add_coordinator_argument
 from headwater_cli.produce import PROGRESS_INTERVAL
@@ -63,29 +63,28 @@ def make_consumer(args: argparse.Namespace, partitions: list[int]) -> Consumer:
     if args.partition is not None:
         partitions = [args.partition]
     consumer = Consumer(config)
-    assignment = [TopicPartition(args.topic, PartitionId(p)) for p in partitions]
-    consumer.assign(assignment)
-    if args.offset is not None:
-        for tp in assignment:
-            consumer.seek(tp, args.offset)
+    start = OFFSET_INVALID if args.offset is None else args.offset
+    consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
     return consumer
 
 
 def commit_after_output(consumer: Consumer) -> None:
     """Commit what was printed; a member that lost its partitions just goes on (at least once)."""
     try:
-        consumer.commit()
+        consumer.commit(asynchronous=False)
     except (HeadwaterError, httpx.TransportError) as exc:
         print(f"headwater consume: commit failed ({exc}); continuing", file=sys.stderr)
 
 
-def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:
+def _format(message: Message, args: argparse.Namespace) -> bytes:
     parts = []
     if args.print_offset:
-        parts.append(f"{record.partition}:{record.offset}".encode())
+        parts.append(f"{message.partition()}:{message.offset()}".encode())
     if args.print_key:
-        parts.append(b"null" if record.key is None else record.key)
-    parts.append(b"null" if record.value is None else record.value)
+        key = message.key()
+        parts.append(b"null" if key is None else key)
+    value = message.value()
+    parts.append(b"null" if value is None else value)
     separator: str = args.separator
     return separator.encode().join(parts) + b"\n"
 
@@ -99,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     def body() -> int:
         if args.group and (args.partition is not None or args.offset is not None):
             raise ValueError("--group cannot be combined with --partition or --offset")
+        if args.offset is not None and args.offset < 0:
+            raise ValueError(f"--offset must be >= 0, got {args.offset}")
         partitions = topic_partitions(args)
         if args.group:
             require_coordinator(args.coordinator)
@@ -114,9 +115,8 @@ def run(args: argparse.Namespace) -> int:
                         wait = idle_deadline - time.monotonic()
                         if wait <= 0:
                             break
-                    records = consumer.poll(min(wait, 1.0))
-                    if args.max_messages is not None:
-                        records = records[: args.max_messages - count]
+                    wanted = 5000 if args.max_messages is None else args.max_messages - count
+                    records = consumer.consume(min(wanted, 5000), min(wait, 1.0))
                     for record in records:
                         out.write(_format(record, args))
                     now = time.monotonic()

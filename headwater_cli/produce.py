@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from headwater.producer import Producer, RecordMetadata
+from headwater.message import Message
+from headwater.producer import Producer
 from headwater_cli.topics import add_bootstrap_argument, report
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress lines on stderr
@@ -23,19 +23,17 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 class _Tally:
-    """Delivery outcomes, counted from the producer's worker threads."""
+    """Delivery outcomes, counted by the delivery callback (run by poll() and flush())."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
         self.partitions: Counter[int] = Counter()
         self.errors: Counter[str] = Counter()
 
-    def __call__(self, error: BaseException | None, metadata: RecordMetadata | None) -> None:
-        with self.lock:
-            if error is not None or metadata is None:
-                self.errors[str(error)] += 1
-            else:
-                self.partitions[metadata.partition] += 1
+    def __call__(self, error: BaseException | None, message: Message) -> None:
+        if error is not None:
+            self.errors[str(error)] += 1
+        else:
+            self.partitions[message.partition()] += 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,8 +63,13 @@ def run(args: argparse.Namespace) -> int:
                                 f"line {number} has no key separator {args.key_separator!r}"
                             )
                     producer.produce(
-                        args.topic, value, key=key, partition=args.partition, on_delivery=tally
+                        args.topic,
+                        value,
+                        key=key,
+                        partition=-1 if args.partition is None else args.partition,
+                        on_delivery=tally,
                     )
+                    producer.poll(0)  # run the delivery callbacks that are due
                     produced += 1
                     now = time.monotonic()
                     if now - last_report >= PROGRESS_INTERVAL:

@@ -56,7 +56,7 @@ def run_create(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     def body() -> int:
         with _admin(args) as admin:
-            for name in admin.list_topics():
+            for name in admin.topic_names():
                 print(name)
         return 0
 

@@ -40,12 +40,36 @@ class LocalService:
         return f"http://127.0.0.1:{self.port}"
 
 
-def local_services(data_dir: Path, port_offset: int = 0) -> list[LocalService]:
-    """The platform on embedded defaults: SQLite registry, private Redis, a local broker data dir.
+MAX_BROKERS = 8  # ports 8082..8089: the coordinator's 8090 comes next
+RESTART_DELAY_S = 2.0
 
-    Ports are the defaults (registry 8081, broker 8082, coordinator 8090) plus ``port_offset``.
+
+def local_services(data_dir: Path, port_offset: int = 0, brokers: int = 1) -> list[LocalService]:
+    """The platform on embedded defaults: SQLite registry, private Redis, ``brokers`` brokers.
+
+    Ports are the defaults (registry 8081, brokers 8082 upward, coordinator 8090) plus
+    ``port_offset``. The brokers form one cluster on a shared SQLite file
+    (``<data dir>/cluster.db``), each with its own data directory (``broker-<id>``).
     """
+    if not 1 <= brokers <= MAX_BROKERS:
+        raise ValueError(f"--brokers must be between 1 and {MAX_BROKERS}, got {brokers}")
     registry, broker, coordinator = 8081 + port_offset, 8082 + port_offset, 8090 + port_offset
+    metadata_url = f"sqlite:///{data_dir / 'cluster.db'}"
+    broker_services = [
+        LocalService(
+            f"broker-{i}",
+            "headwater_broker",
+            broker + i,
+            {
+                "BROKER_ID": str(i),
+                "BROKER_PORT": str(broker + i),
+                "BROKER_DATA_DIR": str(data_dir / f"broker-{i}"),
+                "BROKER_METADATA_URL": metadata_url,
+            },
+        )
+        for i in range(brokers)
+    ]
+    broker_urls = ",".join(s.url for s in broker_services)
     services = [
         LocalService(
             "registry",
@@ -56,23 +80,14 @@ def local_services(data_dir: Path, port_offset: int = 0) -> list[LocalService]:
                 "REGISTRY_DATABASE_URL": f"sqlite:///{data_dir / 'registry.db'}",
             },
         ),
-        LocalService(
-            "broker-0",
-            "headwater_broker",
-            broker,
-            {
-                "BROKER_ID": "0",
-                "BROKER_PORT": str(broker),
-                "BROKER_DATA_DIR": str(data_dir / "broker-0"),
-            },
-        ),
+        *broker_services,
         LocalService(
             "coordinator",
             "headwater_coordinator",
             coordinator,
             {
                 "COORDINATOR_PORT": str(coordinator),
-                "COORDINATOR_BROKERS": f"http://127.0.0.1:{broker}",
+                "COORDINATOR_BROKERS": broker_urls,
                 "COORDINATOR_DATA_DIR": str(data_dir / "coordinator"),
             },
         ),
@@ -132,7 +147,11 @@ def _alive(pid: int) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
-    services = local_services(data_dir, args.port_offset)
+    try:
+        services = local_services(data_dir, args.port_offset, args.brokers)
+    except ValueError as exc:
+        print(f"headwater up: {exc}", file=sys.stderr)
+        return 2
     lock = DirectoryLock(data_dir)
     try:
         lock.acquire({"command": "headwater up", "services": {s.name: s.url for s in services}})
@@ -153,9 +172,20 @@ def run(args: argparse.Namespace) -> int:
         return _serve(services, lock, args.port_offset)
 
 
+def _process(service: LocalService, lock: DirectoryLock) -> ServiceProcess:
+    return ServiceProcess(
+        service.module,
+        service.port,
+        service.env,
+        inherit_output=True,
+        pass_fds=(lock.fileno(),),  # the services hold the data directory too
+    )
+
+
 def _serve(services: list[LocalService], lock: DirectoryLock, port_offset: int) -> int:
     running: list[ServiceProcess] = []
     pids: dict[str, int | None] = {}
+    by_process: dict[int, LocalService] = {}
 
     def stop_all() -> None:
         for process in reversed(running):
@@ -167,14 +197,9 @@ def _serve(services: list[LocalService], lock: DirectoryLock, port_offset: int) 
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
         for service in services:
-            process = ServiceProcess(
-                service.module,
-                service.port,
-                service.env,
-                inherit_output=True,
-                pass_fds=(lock.fileno(),),  # the services hold the data directory too
-            )
+            process = _process(service, lock)
             running.append(process)
+            by_process[id(process)] = service
             try:
                 process.start(timeout=60)
             except RuntimeError as exc:
@@ -190,13 +215,35 @@ def _serve(services: list[LocalService], lock: DirectoryLock, port_offset: int) 
             for name, value in exports(port_offset).items():
                 print(f"  export {name}={value}")
         print("Headwater is up. Press Ctrl-C to stop.", flush=True)
-        while all(process.running() for process in running):
+        while True:
             time.sleep(0.5)
-        for process in running:
-            if not process.running():
-                print(f"headwater: {process.module} exited", file=sys.stderr)
-        stop_all()
-        return 1
+            for i, process in enumerate(running):
+                if process.running():
+                    continue
+                service = by_process[id(process)]
+                if service.module != "headwater_broker":
+                    print(f"headwater: {service.name} exited; stopping", file=sys.stderr)
+                    stop_all()
+                    return 1
+                # A broker that dies is started again; the rest of the cluster keeps serving.
+                print(
+                    f"headwater: {service.name} exited; starting it again in "
+                    f"{RESTART_DELAY_S:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(RESTART_DELAY_S)
+                again = _process(service, lock)
+                running[i] = again
+                by_process[id(again)] = service
+                try:
+                    again.start(timeout=60)
+                except RuntimeError as exc:
+                    print(f"headwater: {service.name} did not start: {exc}", file=sys.stderr)
+                    continue  # tried again on the next turn
+                pids[service.name] = again.pid
+                lock.update({"pids": pids})
+                print(f"headwater: {service.name} is back at {service.url}", flush=True)
     except KeyboardInterrupt:
         print("\nStopping...", flush=True)
         stop_all()
@@ -207,9 +254,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "up",
         help="run every service locally until Ctrl-C",
-        description="Run the registry, a broker and the coordinator as local processes, with "
-        "their state under --data-dir, until Ctrl-C or SIGTERM. One instance per data "
-        "directory and per set of ports: a second one refuses before starting anything.",
+        description="Run the registry, a cluster of brokers and the coordinator as local "
+        "processes, with their state under --data-dir, until Ctrl-C or SIGTERM. A broker that "
+        "dies is started again after a couple of seconds. One instance per data directory and "
+        "per set of ports: a second one refuses before starting anything.",
+    )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help=f"how many brokers form the cluster (ports 8082 upward; 1..{MAX_BROKERS}, default 1)",
     )
     parser.add_argument(
         "--data-dir", default="data", help="where local state lives (default ./data)"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from headwater.client.bootstrap import BootstrapServers
 from headwater.client.broker import (
     BatchAck,
     BrokerClient,
+    ClusterBroker,
+    ClusterDescription,
     FetchedBatches,
     PartitionDescription,
     PartitionOffsets,
@@ -15,11 +16,14 @@ from headwater.client.broker import (
     TimestampOffset,
     TopicDescription,
 )
+from headwater.client.cluster import ClusterClient
 
 __all__ = [
     "BatchAck",
-    "BootstrapServers",
     "BrokerClient",
+    "ClusterBroker",
+    "ClusterClient",
+    "ClusterDescription",
     "FetchedBatches",
     "PartitionDescription",
     "PartitionOffsets",

@@ -8,6 +8,7 @@ connection pool); tests pass their own ``transport`` (``httpx.MockTransport``, a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -16,6 +17,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from headwater.client.tls import shared_ssl_context
 from headwater.closeable import Closeable
 from headwater.errors import BROKER, HeadwaterError
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
@@ -34,28 +36,52 @@ class Replica:
 
 @dataclass(frozen=True, slots=True)
 class PartitionDescription:
-    """A partition as ``GET /topics/{t}`` describes it (offsets absent in partition listings)."""
+    """A partition as ``GET /topics/{t}`` describes it (offsets absent in partition listings,
+    and None where the answering broker cannot tell them: it sends -1 while the leader is down).
+
+    ``leader`` is -1 while the partition has no leader; ``leader_epoch`` is -1 from a broker
+    that does not report one. ``replicas`` come as objects (``{"broker", "leader",
+    "in_sync"}``) or as broker ids beside an ``isr`` list; both read the same.
+    """
 
     partition: PartitionId
     leader: BrokerId
     replicas: tuple[Replica, ...]
     beginning_offset: Offset | None = None
     end_offset: Offset | None = None
+    leader_epoch: int = -1
+    isr: tuple[BrokerId, ...] = ()
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> PartitionDescription:
-        replicas = tuple(
-            Replica(BrokerId(r["broker"]), bool(r["leader"]), bool(r["in_sync"]))
-            for r in body.get("replicas", ())
+        leader = BrokerId(body.get("leader", -1) if body.get("leader") is not None else -1)
+        raw_isr = body.get("isr")
+        replicas: list[Replica] = []
+        for r in body.get("replicas", ()):
+            if isinstance(r, Mapping):
+                replicas.append(
+                    Replica(BrokerId(r["broker"]), bool(r["leader"]), bool(r["in_sync"]))
+                )
+            else:
+                in_sync = raw_isr is None or r in raw_isr
+                replicas.append(Replica(BrokerId(r), r == leader, in_sync))
+        isr = (
+            tuple(BrokerId(b) for b in raw_isr)
+            if raw_isr is not None
+            else tuple(r.broker for r in replicas if r.in_sync)
         )
         begin = body.get("beginning_offset")
         end = body.get("end_offset")
+        epoch = body.get("leader_epoch")
         return cls(
             partition=PartitionId(body["partition"]),
-            leader=BrokerId(body.get("leader", -1)),
-            replicas=replicas,
-            beginning_offset=None if begin is None else Offset(begin),
-            end_offset=None if end is None else Offset(end),
+            leader=leader,
+            replicas=tuple(replicas),
+            # -1 (or null): the answering broker cannot tell (the leader is down).
+            beginning_offset=None if begin is None or begin < 0 else Offset(begin),
+            end_offset=None if end is None or end < 0 else Offset(end),
+            leader_epoch=epoch if isinstance(epoch, int) else -1,
+            isr=isr,
         )
 
 
@@ -71,6 +97,47 @@ class TopicDescription:
             name=body["name"],
             partitions=tuple(PartitionDescription.from_json(p) for p in body["partitions"]),
             configs={str(k): str(v) for k, v in body.get("configs", {}).items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterBroker:
+    """One broker as ``GET /cluster`` lists it (``state``: ``active``, ``fenced``,
+    ``shutting_down``)."""
+
+    broker_id: BrokerId
+    url: str
+    rack: str | None
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    """``GET /cluster``: the cluster id, the controller (-1 and epoch -1 when none) and the
+    brokers."""
+
+    cluster_id: str
+    controller_id: BrokerId
+    controller_epoch: int
+    brokers: tuple[ClusterBroker, ...]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ClusterDescription:
+        controller = body.get("controller") or {}
+        brokers = tuple(
+            ClusterBroker(
+                BrokerId(b["broker_id"]),
+                str(b["url"]).rstrip("/"),
+                b.get("rack"),
+                str(b.get("state", "active")),
+            )
+            for b in body.get("brokers", ())
+        )
+        return cls(
+            cluster_id=str(body.get("cluster_id", "")),
+            controller_id=BrokerId(controller.get("broker_id", -1)),
+            controller_epoch=int(controller.get("epoch", -1)),
+            brokers=brokers,
         )
 
 
@@ -152,6 +219,7 @@ class BrokerClient(Closeable):
             base_url=self.base_url,
             timeout=timeout,
             transport=transport,
+            verify=shared_ssl_context(),
             headers={"User-Agent": f"headwater-python ({client_id})"},
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
@@ -194,7 +262,12 @@ class BrokerClient(Closeable):
             body: Any = orjson.loads(response.content)
         except orjson.JSONDecodeError:
             body = response.text
-        return BROKER.from_body(response.status_code, body)
+        error = BROKER.from_body(response.status_code, body)
+        retry_after = response.headers.get("Retry-After")
+        if retry_after is not None:
+            with contextlib.suppress(ValueError):  # an HTTP date: Headwater sends seconds
+                error.retry_after = max(float(retry_after), 0.0)
+        return error
 
     @staticmethod
     def _topic_path(topic: str) -> str:
@@ -211,6 +284,19 @@ class BrokerClient(Closeable):
             return self._http.get("/healthz").status_code == 200
         except httpx.HTTPError:
             return False
+
+    # -- cluster ------------------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription | None:
+        """``GET /cluster``: the cluster id, the controller and every broker with its URL; None
+        from a broker that has no such route (one that predates the cluster: it serves every
+        partition itself)."""
+        response = self._http.get("/cluster")
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise self._error(response)
+        return ClusterDescription.from_json(response.json())
 
     # -- topics -------------------------------------------------------------------------------
 

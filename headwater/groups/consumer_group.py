@@ -23,15 +23,24 @@ import httpx
 from headwater.config import ConsumerConfig
 from headwater.errors import HeadwaterError, ServiceUnavailableError
 from headwater.groups.client import DEFAULT_COORDINATOR, CoordinatorClient
+from headwater.groups.errors import RETRIABLE
 from headwater.groups.membership import RETRY_BACKOFF_S, GroupMembership
 from headwater.topic_partition import TopicPartition
 from headwater.types import Offset
 
 log = logging.getLogger("headwater.groups")
 
-RebalanceCallback = Callable[[set[TopicPartition]], None]
+GroupCallback = Callable[[list[TopicPartition]], None]
+"""Called with the partitions that changed, sorted (the consumer binds itself as the first
+argument of the user's ``on_assign``/``on_revoke``/``on_lost``)."""
 # How long the first poll() after subscribe() waits for the group's first answer.
 FIRST_ASSIGNMENT_WAIT_S = 2.0
+# What initial_position() waits out: the coordinator restarting, its Redis or brokers away.
+_WAIT_OUT: tuple[type[Exception], ...] = (
+    httpx.TransportError,
+    ServiceUnavailableError,
+    *RETRIABLE,
+)
 
 
 class PartitionOwner(Protocol):
@@ -66,8 +75,9 @@ class ConsumerGroup:
             timeout=config.request_timeout_ms / 1000,
         )
         self.membership: GroupMembership | None = None
-        self.on_assign: RebalanceCallback | None = None
-        self.on_revoke: RebalanceCallback | None = None
+        self.on_assign: GroupCallback | None = None
+        self.on_revoke: GroupCallback | None = None
+        self.on_lost: GroupCallback | None = None
         self._losses = 0
         self._committed: dict[TopicPartition, Offset] | None = None
         self._last_auto_commit = time.monotonic()
@@ -77,11 +87,12 @@ class ConsumerGroup:
     def subscribe(
         self,
         topics: Iterable[str],
-        on_assign: RebalanceCallback | None,
-        on_revoke: RebalanceCallback | None,
+        on_assign: GroupCallback | None,
+        on_revoke: GroupCallback | None,
+        on_lost: GroupCallback | None,
         instance_id: str | None,
     ) -> None:
-        self.on_assign, self.on_revoke = on_assign, on_revoke
+        self.on_assign, self.on_revoke, self.on_lost = on_assign, on_revoke, on_lost
         if self.membership is not None:
             self.membership.topics = frozenset(topics)
             self.membership.report_owned(self.consumer.assignment())
@@ -109,7 +120,7 @@ class ConsumerGroup:
             # Fenced: the partitions may already be someone else's; drop them, commit nothing.
             self._losses = losses
             if current:
-                self._callback(self.on_revoke, current)
+                self._callback(self.on_lost or self.on_revoke, current)
                 self.consumer.assign([])
                 current = set()
             self._committed = None
@@ -139,10 +150,10 @@ class ConsumerGroup:
                 self._commit_quietly(self.consumer.committable_positions())
 
     def _callback(
-        self, callback: RebalanceCallback | None, partitions: Iterable[TopicPartition]
+        self, callback: GroupCallback | None, partitions: Iterable[TopicPartition]
     ) -> None:
         if callback is not None:
-            callback(set(partitions))
+            callback(sorted(partitions))
 
     def initial_position(self, tp: TopicPartition) -> Offset | None:
         """The committed offset of ``tp`` (read once per assignment change), or None."""
@@ -152,8 +163,9 @@ class ConsumerGroup:
                 try:
                     self._committed = self.client.committed(self.group_id)
                     break
-                except (httpx.TransportError, ServiceUnavailableError):
-                    # A restarting coordinator: wait for it rather than guess a position.
+                except _WAIT_OUT:
+                    # A restarting coordinator, or one whose Redis or brokers are briefly away
+                    # (50311, 50302): wait for it rather than guess a position.
                     if time.monotonic() >= deadline:
                         raise
                     time.sleep(RETRY_BACKOFF_S)

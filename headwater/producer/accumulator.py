@@ -24,9 +24,10 @@ from typing import NamedTuple, cast
 
 from headwater.config import ProducerConfig
 from headwater.errors import PartitionNotFoundError
-from headwater.producer.batch import DeliveryCallback, ProducerBatch, RecordHeaders
+from headwater.producer.batch import ProducerBatch
 from headwater.producer.futures import BatchSlice, BulkDeliveryFuture, DeliveryFuture
 from headwater.producer.metadata import PartitionCounts
+from headwater.producer.reports import DeliveryReportCallback, DeliveryReports
 from headwater.records.header import HEADER_SIZE
 from headwater.records.partitioner import StickyPartitioner, murmur2
 
@@ -83,6 +84,8 @@ class RecordAccumulator:
         self._ready: deque[ProducerBatch] = deque()
         self._in_flight: dict[tuple[str, int], int] = {}
         self._unfinished = 0
+        self._records_unacked = 0  # records in unfinished batches: len(producer) counts them
+        self._reports = DeliveryReports()
         self._pending_bytes = 0
         self._flushing = 0
         self._closed = False
@@ -94,21 +97,30 @@ class RecordAccumulator:
         topic: str,
         value: bytes | str | None = None,
         key: bytes | str | None = None,
-        partition: int | None = None,
+        partition: int = -1,
+        on_delivery: DeliveryReportCallback | None = None,
+        timestamp: int = 0,
         headers: Headers | Mapping[str, bytes | str | None] | None = None,
-        on_delivery: DeliveryCallback | None = None,
-        timestamp: int | None = None,
+        *,
+        callback: DeliveryReportCallback | None = None,
     ) -> DeliveryFuture:
-        """Queue one record; see the Producer contract. ``timestamp`` defaults to the batch's
-        time."""
+        """Queue one record; see the Producer contract. The parameters are confluent-kafka's:
+        ``partition`` -1 lets the partitioner choose; ``timestamp`` 0 is the batch's time;
+        ``callback`` is another name for ``on_delivery``."""
         # The hot path of every producing application: each step costs an `is` test or two when
         # the record does not need it (bytes value; no key, headers, partition or timestamp).
+        chosen: int | None = None if partition < 0 else partition
+        if callback is not None:
+            if on_delivery is not None:
+                raise TypeError("produce() takes on_delivery or callback, not both")
+            on_delivery = callback
         if value.__class__ is not bytes and value is not None:
             value = _as_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:
             key = _as_bytes(key, "key")
         size = _RECORD_OVERHEAD if value is None else len(value) + _RECORD_OVERHEAD
-        record_headers: RecordHeaders | None = None  # None, not (): `is` tests are cheapest
+        # None, not (): `is` tests are cheapest.
+        record_headers: list[tuple[str, bytes | None]] | None = None
         if headers is not None:
             record_headers = _normalize_headers(headers) or None
             if record_headers is not None:
@@ -118,28 +130,28 @@ class RecordAccumulator:
             self._metadata.fetch(topic)
         if key is not None:
             size += len(key)
-            if partition is None:
+            if chosen is None:
                 hashed = self._key_hashes.get(key)
                 if hashed is None:
                     hashed = self._hash_key(key)
-                partition = hashed % counts[topic]
-            elif not 0 <= partition < counts[topic]:
-                self._check_partition(topic, partition)
-        elif partition is not None and not 0 <= partition < counts[topic]:
-            self._check_partition(topic, partition)
+                chosen = hashed % counts[topic]
+            elif not 0 <= chosen < counts[topic]:
+                self._check_partition(topic, chosen)
+        elif chosen is not None and not 0 <= chosen < counts[topic]:
+            self._check_partition(topic, chosen)
         with self._lock:
             if self._closed:
                 raise ProducerClosedError("produce() on a closed producer")
             if self._pending_bytes >= self._buffer_memory:
                 self._wait_for_buffer()
-            if partition is None:
+            if chosen is None:
                 batch = self._sticky_open.get(topic)
                 if batch is None or batch.sealed or batch.size + size > self._batch_limit:
                     batch = self._next_sticky_batch(topic, batch, counts[topic])
             else:
-                batch = self._open.get((topic, partition))
+                batch = self._open.get((topic, chosen))
                 if batch is None or (batch.size + size > self._batch_limit and batch.values):
-                    batch = self._next_batch(topic, partition, batch)
+                    batch = self._next_batch(topic, chosen, batch)
             values = batch.values
             index = len(values)
             if key is not None or record_headers is not None or batch.keyed is not None:
@@ -147,13 +159,18 @@ class RecordAccumulator:
                 keyed.keys.append(key)
                 keyed.headers.append(() if record_headers is None else record_headers)
             values.append(value)
-            if timestamp is not None or batch.timestamps is not None:
+            if timestamp or batch.timestamps is not None:
                 if batch.timestamps is None:
                     batch.timestamps = [batch.timestamp] * index
-                batch.timestamps.append(batch.timestamp if timestamp is None else timestamp)
+                batch.timestamps.append(timestamp or batch.timestamp)
             if on_delivery is not None:
-                batch.callbacks.append(on_delivery)
+                batch.callbacks.append(
+                    self._reports.expect(
+                        on_delivery, topic, batch.partition, key, value, record_headers
+                    )
+                )
                 batch.callback_indices.append(index)
+            self._records_unacked += 1
             batch.size += size
             self._pending_bytes += size
             if batch.size >= self._batch_limit:
@@ -165,14 +182,16 @@ class RecordAccumulator:
         topic: str,
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None = None,
-        partition: int | None = None,
+        partition: int = -1,
     ) -> BulkDeliveryFuture:
-        """Queue many records at once: ``values[i]`` with ``keys[i]`` (no headers, batch time).
+        """Queue many records at once: ``values[i]`` with ``keys[i]`` (no headers, batch time),
+        to ``partition`` (-1: the partitioner chooses).
 
         The same contract as ``produce()`` (partitioning, ordering, idempotence), with the
         per-call overhead paid once: for bulk loads, replays and benchmarks. Values and keys
         must be ``bytes`` or ``None``.
         """
+        chosen: int | None = None if partition < 0 else partition
         n = len(values)
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
@@ -184,9 +203,9 @@ class RecordAccumulator:
         count = self._counts.get(topic)
         if count is None:
             count = self._metadata.fetch(topic)
-        if partition is not None and not 0 <= partition < count:
+        if chosen is not None and not 0 <= chosen < count:
             raise PartitionNotFoundError(
-                f"partition {partition} of topic {topic!r} does not exist ({count} partitions)"
+                f"partition {chosen} of topic {topic!r} does not exist ({count} partitions)"
             )
         overhead = _RECORD_OVERHEAD
         if type(None) in value_types:
@@ -199,10 +218,10 @@ class RecordAccumulator:
                     if k.__class__ is not bytes:
                         raise TypeError(f"keys must be bytes or None, got {type(k).__name__}")
                     sizes[i] += len(k)
-            if partition is None and any(k is not None for k in keys):
+            if chosen is None and any(k is not None for k in keys):
                 return self._produce_keyed(topic, values, keys=keys, sizes=sizes, count=count)
         return BulkDeliveryFuture(
-            self._append_many(topic, partition, values, keys=keys, sizes=sizes, count=count)
+            self._append_many(topic, chosen, values, keys=keys, sizes=sizes, count=count)
         )
 
     def _produce_keyed(
@@ -311,6 +330,7 @@ class RecordAccumulator:
                     batch.timestamps.extend([batch.timestamp] * (j - i))
                 batch.size += taken
                 self._pending_bytes += taken
+                self._records_unacked += j - i
                 slices.append(BatchSlice(batch, start, j - i))
                 if j < n or batch.size >= self._batch_limit:
                     self._seal(batch)
@@ -379,7 +399,7 @@ class RecordAccumulator:
 
     # -- flush and close ----------------------------------------------------------------------
 
-    def flush(self, timeout: float | None = None) -> int:
+    def _flush_batches(self, timeout: float | None = None) -> int:
         """Send everything queued and wait for the outcome; returns how many batches are still
         unfinished (0 when all were delivered or failed before ``timeout``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -482,6 +502,7 @@ class ReadyBatches:
         acc = self._acc
         with acc._cond:
             acc._unfinished -= 1
+            acc._records_unacked -= len(batch.values)
             acc._pending_bytes -= batch.size
             batch.done.set()
             acc._cond.notify_all()

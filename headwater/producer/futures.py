@@ -77,6 +77,18 @@ class BulkDeliveryFuture:
     def done(self) -> bool:
         return all(piece.batch.done.is_set() for piece in self._slices)
 
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The first delivery error of the records, or None once all are stored: what
+        ``result`` raises, without building a RecordMetadata per record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch, _start, _length in self._slices:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not batch.done.wait(remaining):
+                raise TimeoutError(f"records not acknowledged within {timeout}s")
+            if batch.error is not None:
+                return batch.error
+        return None
+
     def result(self, timeout: float | None = None) -> list[RecordMetadata]:
         deadline = None if timeout is None else time.monotonic() + timeout
         out: list[RecordMetadata] = []

@@ -1,7 +1,8 @@
 """What a producer knows of the topics it writes: their partition counts.
 
 Counts are fetched on a topic's first record and refreshed every ``metadata.max.age.ms`` by the
-sender thread, so partitions added later are found.
+sender thread, so partitions added later are found. They come from the cluster client's topic
+descriptions, so each refresh also renews the partitions' leaders.
 """
 
 from __future__ import annotations
@@ -9,9 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-import httpx
-
-from headwater.client.bootstrap import BootstrapServers
+from headwater.client.cluster import ClusterClient
 
 log = logging.getLogger("headwater.producer")
 
@@ -20,7 +19,7 @@ class PartitionCounts:
     """Partition counts by topic. :attr:`known` is read without a call on the produce path;
     :meth:`fetch` asks a broker (and is the only writer)."""
 
-    def __init__(self, servers: BootstrapServers, max_age_ms: int) -> None:
+    def __init__(self, servers: ClusterClient, max_age_ms: int) -> None:
         self._servers = servers
         self._max_age = max_age_ms / 1000
         self.known: dict[str, int] = {}
@@ -29,18 +28,9 @@ class PartitionCounts:
     def fetch(self, topic: str) -> int:
         """Fetch ``topic``'s partition count now (it may have grown since it was cached).
 
-        Each bootstrap server is tried in turn; the last connection error is raised if none
-        answers.
+        Any broker of the cluster answers; the last connection error is raised if none does.
         """
-        servers = self._servers
-        for attempt in range(len(servers)):
-            try:
-                count = len(servers.current.list_partitions(topic))
-                break
-            except httpx.TransportError:
-                if attempt == len(servers) - 1:
-                    raise
-                servers.rotate()
+        count = self._servers.partition_count(topic, fresh=True)
         self.known[topic] = count
         self._fetched[topic] = time.monotonic()
         return count

@@ -14,6 +14,14 @@ queue up behind it leave together in the next request (the batch route takes sev
 concatenated), and different partitions are sent in parallel. If the broker has forgotten the
 producer id (expired), a new one is taken and the request renumbered, as Kafka's producer does
 on UNKNOWN_PRODUCER_ID.
+
+Routing: each request goes to its partition's leader (``ClusterClient.leader``). A failed attempt
+asks ``ClusterClient.retry_delay`` what to do: a 421 naming a newer leader is resent there at
+once; a leader that does not answer, a partition without a leader (503 50302) and the other
+retriable answers wait ``retry.backoff.ms`` (or ``Retry-After``) and go to the leader the
+refreshed metadata names. The retried request carries the same bytes -- the same producer id,
+epoch and sequence -- so the new leader, which holds the partition's producer state, stores it
+once.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from headwater.client.bootstrap import BootstrapServers
-from headwater.client.broker import BatchAck, ProducerIdentity
+from headwater.client.broker import BatchAck, BrokerClient, ProducerIdentity
+from headwater.client.cluster import ClusterClient
 from headwater.config import ProducerConfig
 from headwater.errors import HeadwaterError, UnknownProducerIdError, UnknownServerError
 from headwater.producer.accumulator import ProduceRequest, ReadyBatches
@@ -41,12 +49,6 @@ class DeliveryTimeoutError(TimeoutError):
     """The record was not acknowledged within ``delivery.timeout.ms``."""
 
 
-def _retriable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.TransportError):
-        return True
-    return isinstance(exc, HeadwaterError) and exc.http_status >= 500
-
-
 class Sender:
     """Sends what ``ready`` has to ``servers``, until its accumulator is closed and drained.
     ``before_round`` runs before each wait for requests (metadata upkeep)."""
@@ -55,7 +57,7 @@ class Sender:
         self,
         config: ProducerConfig,
         ready: ReadyBatches,
-        servers: BootstrapServers,
+        servers: ClusterClient,
         before_round: Callable[[], None],
     ) -> None:
         self._config = config
@@ -128,14 +130,10 @@ class Sender:
         # each install an id of their own.
         with self._identity_lock:
             while self.identity is None:
-                try:
-                    identity = self._servers.current.init_producer()
-                except Exception as exc:
-                    if not _retriable(exc) or time.monotonic() >= deadline:
-                        raise
-                    self._servers.rotate()
-                    time.sleep(self._config.retry_backoff_ms / 1000)
-                    continue
+                remaining = deadline - time.monotonic()
+                identity = self._servers.call_any(
+                    lambda broker: broker.init_producer(), timeout=max(remaining, 0.0)
+                )
                 with self._lock:
                     self.identity = identity
                     self._sequences.clear()
@@ -187,10 +185,10 @@ class Sender:
         try:
             body = b"".join([self._encode(batch) for batch in batches])
             while True:
+                leader: BrokerClient | None = None
                 try:
-                    acks = self._servers.current.produce_batches(
-                        topic, partition, body, acks=cfg.acks
-                    )
+                    leader = self._servers.leader(topic, partition)
+                    acks = leader.produce_batches(topic, partition, body, acks=cfg.acks)
                 except UnknownProducerIdError:
                     # The broker forgot this producer id (unused past its expiration): nothing
                     # sent under it can be deduplicated any more, so, as Kafka's producer does,
@@ -202,17 +200,23 @@ class Sender:
                     continue
                 except Exception as exc:
                     attempts += 1
-                    if not _retriable(exc) or attempts > cfg.retries:
+                    delay = self._servers.retry_delay(topic, partition, exc, leader)
+                    if delay is None or attempts > cfg.retries:
                         raise
-                    if time.monotonic() + cfg.retry_backoff_ms / 1000 >= deadline:
+                    if time.monotonic() + delay >= deadline:
                         raise DeliveryTimeoutError(
                             f"batch for {topic}-{partition} not acknowledged within "
                             f"delivery.timeout.ms ({cfg.delivery_timeout_ms}); last error: {exc}"
                         ) from exc
-                    log.debug("retrying batch for %s-%s: %s", topic, partition, exc)
-                    if isinstance(exc, httpx.TransportError):
-                        self._servers.rotate()
-                    time.sleep(cfg.retry_backoff_ms / 1000)
+                    log.debug(
+                        "retrying batch for %s-%s in %.2fs after %s: %s",
+                        topic,
+                        partition,
+                        delay,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    time.sleep(delay)
                     continue
                 self._finish(request, acks, None)
                 return

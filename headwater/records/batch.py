@@ -28,6 +28,7 @@ from headwater.records.header import (
     parse_header,
     set_base_offset,
     set_log_append_time,
+    set_partition_leader_epoch,
 )
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "parse_header",
     "set_base_offset",
     "set_log_append_time",
+    "set_partition_leader_epoch",
     "valid_prefix",
 ]
 

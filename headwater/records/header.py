@@ -46,6 +46,7 @@ assert HEADER_SIZE == 61
 # Field offsets derived from the layout rather than typed in.
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = struct.calcsize(">q")
+LEADER_EPOCH_OFFSET = struct.calcsize(">qi")
 CRC_OFFSET = struct.calcsize(">qiib")
 ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")
 MAX_TIMESTAMP_OFFSET = struct.calcsize(">qiibIhiq")
@@ -233,6 +234,14 @@ def check_batch(buf: Buffer, pos: int, verify_crc: bool) -> BatchHeader:
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     """Rewrite the batch's baseOffset in place (it is outside the CRC)."""
     _Q.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
+    """Rewrite the batch's partitionLeaderEpoch in place (it is outside the CRC).
+
+    The leader stamps its epoch into every batch it appends; followers keep it as stored.
+    """
+    _LENGTH.pack_into(buf, pos + LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import httpx
 
+from headwater.client.tls import shared_ssl_context
 from headwater.closeable import Closeable
 from headwater.registry.errors import REGISTRY
 from headwater.registry.schema import SchemaReference
@@ -70,6 +71,7 @@ class SchemaRegistryClient(Closeable):
             base_url=self.url,
             timeout=timeout,
             transport=transport,
+            verify=shared_ssl_context(),
             headers={"Accept": MEDIA_TYPE, "Content-Type": MEDIA_TYPE},
         )
         self._lock = threading.Lock()

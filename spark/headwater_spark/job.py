@@ -85,7 +85,7 @@ class JobConfig:
     trigger_seconds: float = 5.0
     timeout_seconds: float | None = None
     max_records_per_trigger: int | None = None
-    max_records_per_partition: int = 200_000
+    max_records_per_partition: int = 1_000_000
     min_partitions: int = 1
     max_invalid: int | None = None
     max_invalid_ratio: float | None = None

@@ -185,8 +185,8 @@ SOURCE_OPTIONS = [
 ]
 """Every option the source takes: Spark's Kafka source's names, ``brokers``, ``rowsPerBatch``."""
 
-DEFAULT_MAX_RECORDS_PER_PARTITION = 200_000
-DEFAULT_ROWS_PER_BATCH = 10_000
+DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+DEFAULT_ROWS_PER_BATCH = 50_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 
 # Spark passes these itself (``path`` for load(path), the query's checkpoint to a stream's

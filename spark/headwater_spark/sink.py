@@ -169,7 +169,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
                     topic,
                     value=values[i],
                     key=None if keys is None else keys[i],
-                    partition=None if partitions is None else partitions[i],
+                    partition=-1 if partitions is None or partitions[i] is None else partitions[i],
                     headers=record_headers,
                     on_delivery=delivered,
                 )
@@ -179,12 +179,14 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
         producer.close(30.0)
     for future in bulk:
         try:
-            future.result(0)
-        except Exception as exc:  # any failed record fails the task
-            failures.append(exc)
+            error = future.exception(0)
+        except TimeoutError as exc:  # not acknowledged: the task fails
+            error = exc
+        if error is not None:
+            failures.append(error)
     if unfinished or failures:
         raise RuntimeError(
-            f"headwater sink: {unfinished} batch(es) unfinished, {len(failures)} failure(s) "
+            f"headwater sink: {unfinished} record(s) unacknowledged, {len(failures)} failure(s) "
             f"(first: {failures[:1]}); the task fails so Spark does not commit the write"
         )
     return produced

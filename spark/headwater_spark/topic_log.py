@@ -5,29 +5,38 @@ planning; each executor builds its own inside ``read()`` (an ``httpx.Client`` ho
 never pickled) and streams one offset range as Arrow record batches.
 
 Fetches use the broker's raw batch path (``Accept: application/vnd.headwater.batches``) through
-the SDK's BrokerClient and the shared codec (:mod:`headwater.records`), so the broker sends stored
-bytes without re-encoding; :mod:`headwater_spark.record_columns` decodes them (aiokafka's compiled
-reader for uncompressed batches, the shared codec otherwise).
+the SDK's cluster client, which sends each partition's fetch to its leader and follows a moved or
+lost leader (:mod:`headwater.client.cluster`), and the shared codec (:mod:`headwater.records`), so
+the broker sends stored bytes without re-encoding; :mod:`headwater_spark.arrow_records` decodes
+each fetch column-wise into numpy and Arrow arrays.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 
-from headwater.client.broker import BrokerClient
+from headwater.client.broker import BrokerClient, PartitionOffsets
+from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
 from headwater.errors import HeadwaterError, OffsetOutOfRangeError, TopicNotFoundError
 from headwater.records import iter_batches
 from headwater.types import Offset, PartitionId
-from headwater_spark.offsets import DATA_LOSS_HINT, DataLossError, LogRanges, TopicPartition
+from headwater_spark.arrow_records import FetchedRecords, decode_fetch
+from headwater_spark.offsets import (
+    DATA_LOSS_HINT,
+    DataLossError,
+    LogRanges,
+    OffsetRange,
+    TopicPartition,
+)
 from headwater_spark.options import Subscription
-from headwater_spark.record_columns import RecordColumns, append_batch
 
 T = TypeVar("T")
 
@@ -53,9 +62,10 @@ ARROW_SCHEMA_NO_HEADERS = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("head
 class TopicLog(Closeable):
     """Typed reads of a cluster's topics: partitions, log ranges and records by offset.
 
-    Built on the SDK's :class:`~headwater.client.broker.BrokerClient`, one per broker URL. The
-    brokers are tried in order: any broker answers a fetch by offset (docs/broker-api.md), so
-    the next one is used when one is unreachable.
+    Built on the SDK's :class:`~headwater.client.cluster.ClusterClient`: listings and
+    descriptions come from any broker that answers, fetches and offsets from each partition's
+    leader; a request that meets a moved leader (421), no leader (503) or a broker that stops
+    answering is retried for up to ``timeout`` seconds before the task fails.
     """
 
     def __init__(
@@ -69,24 +79,28 @@ class TopicLog(Closeable):
         if not brokers:
             raise ValueError("at least one broker URL is needed")
         self.fetch_max_bytes = fetch_max_bytes
-        self._clients = [
-            BrokerClient(url, timeout=timeout, transport=transport, client_id="headwater-spark")
-            for url in brokers
-        ]
+        self._cluster = ClusterClient(
+            brokers, timeout=timeout, transport=transport, client_id="headwater-spark"
+        )
 
     def close(self) -> None:
-        for client in self._clients:
-            client.close()
+        self._cluster.close()
 
     def _any(self, call: Callable[[BrokerClient], T]) -> T:
-        last: Exception | None = None
-        for client in self._clients:
-            try:
-                return call(client)
-            except httpx.TransportError as exc:
-                last = exc
-        urls = [c.base_url for c in self._clients]
-        raise ConnectionError(f"no broker of {urls} answered: {last}")
+        try:
+            return self._cluster.call_any(call)
+        except httpx.TransportError as exc:
+            urls = list(self._cluster.bootstrap)
+            raise ConnectionError(f"no broker of the cluster of {urls} answered: {exc}") from exc
+
+    def _leader(self, topic: str, partition: int, call: Callable[[BrokerClient], T]) -> T:
+        try:
+            return self._cluster.call_leader(topic, partition, call)
+        except httpx.TransportError as exc:
+            raise ConnectionError(
+                f"the leader of {topic}/{partition} did not answer, nor did the metadata show "
+                f"another in time: {exc}"
+            ) from exc
 
     def log_ranges(
         self, topics: Sequence[str], *, missing_ok: bool = False
@@ -103,9 +117,14 @@ class TopicLog(Closeable):
                     continue
                 raise
             for p in description.partitions:
-                beginning = p.beginning_offset if p.beginning_offset is not None else Offset(0)
-                end = p.end_offset if p.end_offset is not None else beginning
-                out[(topic, p.partition)] = (beginning, end)
+                if p.beginning_offset is None or p.end_offset is None:
+                    # The answering broker does not lead it: its leader tells.
+                    offsets = self._leader(
+                        topic, p.partition, partial(_offsets, topic, p.partition)
+                    )
+                    out[(topic, p.partition)] = (offsets.beginning_offset, offsets.end_offset)
+                else:
+                    out[(topic, p.partition)] = (p.beginning_offset, p.end_offset)
         return out
 
     def subscribed_ranges(self, subscription: Subscription, *, streaming: bool) -> LogRanges:
@@ -133,13 +152,17 @@ class TopicLog(Closeable):
 
     def offset_for_timestamp(self, tp: TopicPartition, timestamp: int) -> Offset | None:
         """The first offset of ``tp`` whose record timestamp is >= ``timestamp``, or None."""
-        offset, _ = self._any(lambda c: c.offset_for_timestamp(tp[0], int(tp[1]), timestamp))
+        offset, _ = self._leader(
+            tp[0], int(tp[1]), lambda c: c.offset_for_timestamp(tp[0], int(tp[1]), timestamp)
+        )
         return offset
 
     def fetch(self, topic: str, partition: PartitionId, offset: Offset) -> tuple[bytes, Offset]:
         """Raw batches from ``offset`` on and the offset after the last record returned."""
-        fetched = self._any(
-            lambda c: c.fetch_batches(topic, partition, offset, max_bytes=self.fetch_max_bytes)
+        fetched = self._leader(
+            topic,
+            partition,
+            lambda c: c.fetch_batches(topic, partition, offset, max_bytes=self.fetch_max_bytes),
         )
         return fetched.data, fetched.next_offset
 
@@ -153,23 +176,51 @@ class TopicLog(Closeable):
         *,
         lean: bool = False,
         fail_on_data_loss: bool = True,
-    ) -> Iterator[RecordColumns]:
-        """Records ``[start, end)`` of one partition in column chunks of ``rows_per_batch``.
+    ) -> Iterator[FetchedRecords]:
+        """Records ``[start, end)`` of one partition in column chunks of at most
+        ``rows_per_batch``, decoded one fetch at a time (:mod:`headwater_spark.arrow_records`).
 
-        Runs on executors. A ``lean`` read fills only offsets and values (see
-        :class:`~headwater_spark.record_columns.RecordColumns`). Control batches (transaction
-        markers) are skipped, as Kafka's readers do; offsets missing from the log (none today,
-        later compaction) are simply absent. When retention removes offsets of the range before
-        they are read, the read fails with :class:`DataLossError`, or with
+        Runs on executors. A ``lean`` read fills only offsets and values. Control batches
+        (transaction markers) are skipped, as Kafka's readers do; offsets missing from the log
+        (none today, later compaction) are simply absent. When retention removes offsets of the
+        range before they are read, the read fails with :class:`DataLossError`, or with
         ``fail_on_data_loss`` False goes on from the new log start.
         """
-        pending = RecordColumns()
+        with ThreadPoolExecutor(1, thread_name_prefix="headwater-fetch") as pool:
+            yield from self._read_fetches(
+                pool,
+                OffsetRange(topic, partition, start, end),
+                rows_per_batch=rows_per_batch,
+                lean=lean,
+                fail_on_data_loss=fail_on_data_loss,
+            )
+
+    def _read_fetches(
+        self,
+        pool: ThreadPoolExecutor,
+        planned: OffsetRange,
+        *,
+        rows_per_batch: int,
+        lean: bool,
+        fail_on_data_loss: bool,
+    ) -> Iterator[FetchedRecords]:
+        # The next fetch is asked for (on ``pool``'s thread) as soon as a response says where
+        # it ends, so the broker serves it while this one is decoded and handed to Spark. It is
+        # used only if the read really goes on from there; otherwise it is dropped.
+        topic, partition, start, end = planned.topic, planned.partition, planned.start, planned.end
+        ahead: tuple[Offset, Future[tuple[bytes, Offset]]] | None = None
         position = start
         while position < end:
             try:
-                buf, next_offset = self.fetch(topic, partition, position)
+                if ahead is not None and ahead[0] == position:
+                    buf, next_offset = ahead[1].result()
+                else:
+                    buf, next_offset = self.fetch(topic, partition, position)
             except OffsetOutOfRangeError as exc:
-                beginning = self._any(lambda c: c.offsets(topic, partition)).beginning_offset
+                ahead = None
+                beginning = self._leader(
+                    topic, partition, partial(_offsets, topic, partition)
+                ).beginning_offset
                 if fail_on_data_loss or beginning <= position:
                     raise DataLossError(
                         f"{topic}/{partition}: offsets [{position}, {min(beginning, end)}) of "
@@ -177,17 +228,25 @@ class TopicLog(Closeable):
                     ) from exc
                 position = Offset(min(beginning, end))
                 continue
-            progressed = False
+            ahead = None
+            following = Offset(min(next_offset, end))
+            if position < following < end:
+                ahead = (following, pool.submit(self.fetch, topic, partition, following))
+            low = position
+            placed = []
             for pos, header in iter_batches(buf, verify_crc=True):
+                if header.base_offset >= end:
+                    break
                 if header.is_control or header.last_offset < position:
                     continue
-                if append_batch(pending, buf, pos, header, position, end, lean=lean):
-                    progressed = True
+                placed.append((pos, header))
                 position = Offset(max(position, min(header.last_offset + 1, end)))
-                while len(pending) >= rows_per_batch:
-                    yield pending.take(rows_per_batch)
                 if position >= end:
                     break
+            records = decode_fetch(buf, placed, low, end, lean=lean)
+            progressed = len(records) > 0
+            for at in range(0, len(records), rows_per_batch):
+                yield records.slice(at, at + rows_per_batch)
             if next_offset > position:
                 position = Offset(min(next_offset, end))
                 progressed = True
@@ -198,8 +257,6 @@ class TopicLog(Closeable):
                     f"{topic}/{partition}: no records at offset {position} though the range "
                     f"ends at {end} (was the log truncated?). {DATA_LOSS_HINT}"
                 )
-        if len(pending):
-            yield pending
 
     def read_range(
         self,
@@ -213,35 +270,33 @@ class TopicLog(Closeable):
         fail_on_data_loss: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """Records ``[start, end)`` of one partition as Arrow batches of the source schema."""
-        for columns in self.read_columns(
+        for records in self.read_columns(
             topic, partition, start, end, rows_per_batch, fail_on_data_loss=fail_on_data_loss
         ):
-            yield to_arrow(topic, partition, columns, include_headers)
+            yield to_arrow(topic, partition, records, include_headers)
 
 
-_NO_HEADERS: list[dict[str, Any]] = []
+def _offsets(topic: str, partition: int, client: BrokerClient) -> PartitionOffsets:
+    return client.offsets(topic, partition)
 
 
 def to_arrow(
-    topic: str, partition: PartitionId, columns: RecordColumns, include_headers: bool = True
+    topic: str, partition: PartitionId, records: FetchedRecords, include_headers: bool = True
 ) -> pa.RecordBatch:
     """Decoded records as one Arrow batch of the source schema (column-wise, no per-row calls)."""
-    n = len(columns)
-    timestamps = pa.array(columns.timestamps, pa.timestamp("ms", tz="UTC"))
+    n = len(records)
+    columns = records.arrow(headers=include_headers)
     arrays = [
-        pa.array(columns.keys, pa.binary()),
-        pa.array(columns.values, pa.binary()),
+        columns["key"],
+        columns["value"],
         # One value repeated: a dictionary-free repeat in C instead of a Python list of n.
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(columns.offsets, pa.int64()),
-        timestamps.cast(pa.timestamp("us", tz="UTC")),
-        pa.array(columns.timestamp_types, pa.int32()),
+        columns["offset"],
+        columns["timestamp"].cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        columns["timestampType"],
     ]
     if not include_headers:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_NO_HEADERS)
-    headers = [
-        [{"key": k, "value": v} for k, v in h] if h else _NO_HEADERS for h in columns.headers
-    ]
-    arrays.append(pa.array(headers, HEADER_TYPE))
+    arrays.append(columns["headers"])
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

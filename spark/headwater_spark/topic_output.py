@@ -105,7 +105,7 @@ def produce_partition(
             producer.close(10.0)
         if unfinished or failures:
             raise RuntimeError(
-                f"producing to {topic}: {unfinished} batch(es) unfinished, "
+                f"producing to {topic}: {unfinished} record(s) unacknowledged, "
                 f"{len(failures)} record(s) failed (first: {failures[:1]})"
             )
 

@@ -117,8 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-records-per-partition",
         type=int,
-        default=200_000,
-        help="most records one Spark task reads (default 200000)",
+        default=1_000_000,
+        help="most records one Spark task reads (default 1000000)",
     )
     parser.add_argument(
         "--min-partitions", type=int, default=0, help="at least this many Spark partitions"

@@ -96,9 +96,10 @@ class VerdictReader(HeadwaterBatchReader):
                 yield count_rows(
                     r.topic,
                     r.partition,
-                    columns.offsets,
-                    columns.values,
-                    None if key_validator is None else columns.keys,
+                    columns.offsets.tolist(),
+                    columns.value_list(),
+                    None if key_validator is None else columns.key_list(),
                     value_validator,
                     key_validator,
+                    (columns.data, columns.value_starts, columns.value_lengths),
                 )

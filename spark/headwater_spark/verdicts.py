@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -121,15 +122,24 @@ their offset span and, for invalid ones, the message of the first (the summary's
 
 _COUNT_ARROW = to_arrow_schema(COUNT_SCHEMA)
 
+ValueColumns = tuple[bytes, np.ndarray, np.ndarray]
+"""Values as one buffer (10 bytes of padding after the last), their starts and lengths (-1:
+null): what the fused read has before any ``bytes`` object is made."""
+
 
 def combined_reasons(
     values: Sequence[bytes | None],
     keys: Sequence[bytes | None] | None,
     value_validator: PayloadValidator,
     key_validator: PayloadValidator | None,
+    columns: ValueColumns | None = None,
 ) -> tuple[list[str | None], list[int | None]]:
-    """Each record's reason (None: valid) and value writer schema id."""
-    reasons, ids = value_validator.reasons_and_ids(values)
+    """Each record's reason (None: valid) and value writer schema id; ``columns`` (the values'
+    buffer, starts and lengths) lets the validator check them column-wise."""
+    if columns is None:
+        reasons, ids = value_validator.reasons_and_ids(values)
+    else:
+        reasons, ids = value_validator.reasons_and_ids_columns(values, *columns)
     out: list[str | None] = list(reasons)
     if key_validator is not None and keys is not None:
         key_reasons = key_validator.reasons(keys)
@@ -147,9 +157,10 @@ def count_rows(
     keys: Sequence[bytes | None] | None,
     value_validator: PayloadValidator,
     key_validator: PayloadValidator | None,
+    columns: ValueColumns | None = None,
 ) -> pa.RecordBatch:
     """Verdicts of one partition's records as :data:`COUNT_SCHEMA` rows."""
-    reasons, ids = combined_reasons(values, keys, value_validator, key_validator)
+    reasons, ids = combined_reasons(values, keys, value_validator, key_validator, columns)
     groups: dict[tuple[str | None, int | None], list[int]]
     if reasons.count(None) == len(reasons) and len(set(ids)) == 1:
         # The common batch: all valid, one writer schema: one row, no per-record pass.

@@ -6,8 +6,9 @@ is parsed (tests/deploy/compose.py); each service's ``command`` is run as is (wi
 as ``python``) and its ``environment`` kept, except what only makes sense inside the compose
 network, rewritten by one rule each: listen ports become free loopback ports, ``0.0.0.0`` becomes
 ``127.0.0.1``, data directories move to ``tmp_path``, container host:port pairs (``broker-0:8082``,
-``redis:6379``) point at the test's processes and the machine's Redis, the PostgreSQL URL becomes a
-fresh database, and the Redis key prefix a private one.
+``redis:6379``) point at the test's processes and the machine's Redis, the PostgreSQL URLs (the
+registry's and the brokers' metadata) become a fresh database, and the Redis key prefix a private
+one.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def process_environment(
         elif key.endswith("_DATA_DIR"):
             assert value == "/var/lib/headwater/data"
             env[key] = str(tmp_path / name)
-        elif key == "REGISTRY_DATABASE_URL":
+        elif key in ("REGISTRY_DATABASE_URL", "BROKER_METADATA_URL"):
             assert value.startswith("postgresql+psycopg://headwater:")
             assert value.endswith("@postgres:5432/registry")
             env[key] = postgres_url
@@ -173,12 +174,20 @@ def test_compose_services_come_up_healthy_and_serve(
         result = healthcheck(image_check, declared["env"])
         assert result.returncode == 0, (name, result.stderr)
 
-    # Produce and fetch through every broker (REST Proxy v2 JSON).
+    # One cluster: the topic created at broker-1 (carried out by the controller) exists at
+    # every broker; produce and fetch through every broker (REST Proxy v2 JSON) reach the
+    # leader of partition 1, broker-0.
     topic = unique("compose")
+    created = httpx.post(
+        f"{platform['broker-1'][0].url}/topics",
+        json={"name": topic, "replica_assignment": [[1, 2, 0], [0, 1, 2]]},
+        timeout=10,
+    )
+    assert created.status_code == 201, created.text
     for i in range(3):
         broker = platform[f"broker-{i}"][0].url
-        created = httpx.post(f"{broker}/topics", json={"name": topic, "partitions": 2}, timeout=10)
-        assert created.status_code == 201, created.text
+        cluster = httpx.get(f"{broker}/cluster", timeout=10).json()
+        assert [b["state"] for b in cluster["brokers"]] == ["active"] * 3
         produced = httpx.post(
             f"{broker}/topics/{topic}",
             content=json.dumps(
@@ -193,19 +202,19 @@ def test_compose_services_come_up_healthy_and_serve(
             timeout=10,
         )
         assert produced.status_code == 200, produced.text
-        assert [o["offset"] for o in produced.json()["offsets"]] == [0, 1]
+        assert [o["offset"] for o in produced.json()["offsets"]] == [2 * i, 2 * i + 1]
         assert [o["partition"] for o in produced.json()["offsets"]] == [1, 1]
         fetched = httpx.get(
             f"{broker}/topics/{topic}/partitions/1/records",
-            params={"offset": 0},
+            params={"offset": 2 * i},
             headers={"Accept": "application/vnd.kafka.json.v2+json"},
             timeout=10,
         )
         assert fetched.status_code == 200, fetched.text
         records = fetched.json()
         assert [(r["offset"], r["key"], r["value"]) for r in records] == [
-            (0, None, {"broker": i, "n": 1}),
-            (1, "k", {"broker": i, "n": 2}),
+            (2 * i, None, {"broker": i, "n": 1}),
+            (2 * i + 1, "k", {"broker": i, "n": 2}),
         ]
         assert {r["topic"] for r in records} == {topic}
 
@@ -245,7 +254,7 @@ def test_compose_services_come_up_healthy_and_serve(
     assert lag.status_code == 200, lag.text
     assert lag.json() == {
         "group_id": group,
-        "total_lag": 1,
+        "total_lag": 5,
         "partitions": [
             {
                 "topic": topic,
@@ -260,17 +269,17 @@ def test_compose_services_come_up_healthy_and_serve(
                 "partition": 1,
                 "member_id": None,
                 "committed_offset": 1,
-                "end_offset": 2,
-                "lag": 1,
+                "end_offset": 6,
+                "lag": 5,
             },
         ],
     }
 
     # The domain metrics each service defines appear on the same /metrics page.
     broker_metrics = httpx.get(f"{platform['broker-0'][0].url}/metrics", timeout=10).text
-    assert f'headwater_broker_produce_records_total{{topic="{topic}"}} 2.0' in broker_metrics
-    assert f'headwater_broker_fetch_records_total{{topic="{topic}"}} 2.0' in broker_metrics
-    assert f'headwater_broker_log_end_offset{{partition="1",topic="{topic}"}} 2.0' in broker_metrics
+    assert f'headwater_broker_produce_records_total{{topic="{topic}"}} 6.0' in broker_metrics
+    assert f'headwater_broker_fetch_records_total{{topic="{topic}"}} 6.0' in broker_metrics
+    assert f'headwater_broker_log_end_offset{{partition="1",topic="{topic}"}} 6.0' in broker_metrics
     # HTTP series carry route templates, not raw paths: one series however many topics there are.
     assert (
         'headwater_http_requests_total{method="POST",route="/topics/{topic}",status="200"} 1.0'
@@ -322,8 +331,11 @@ def test_compose_validation_job_runs_as_a_plain_process(
     dead_letter = f"{topic}-dead-letter"
     assert job["command"][2] == topic
     assert job["command"][job["command"].index("--dead-letter-topic") + 1] == dead_letter
+    # Led by broker-0, the job's first bootstrap server, until the clients route each
+    # partition to its leader by themselves.
     for name in (topic, dead_letter):
-        response = httpx.post(f"{broker}/topics", json={"name": name}, timeout=10)
+        body = {"name": name, "replica_assignment": [[0, 1, 2]]}
+        response = httpx.post(f"{broker}/topics", json=body, timeout=10)
         assert response.status_code == 201, response.text
     schema = {"type": "record", "name": "Reading", "fields": [{"name": "n", "type": "long"}]}
     registered = httpx.post(

@@ -37,6 +37,7 @@ KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 EXTERNAL_SECRETS = {
     "postgres-credentials": {"POSTGRES_PASSWORD"},
     "registry-database": {"REGISTRY_DATABASE_URL"},
+    "broker-metadata": {"BROKER_METADATA_URL"},
     "coordinator-redis": {"COORDINATOR_REDIS_URL"},
 }
 # Env vars that are not settings: the broker's ADVERTISED_URL is built from them with $(VAR).
@@ -298,7 +299,8 @@ def test_network_policies_select_real_pods_and_ports(overlay: str) -> None:
                 if "podSelector" in peer:
                     source = peer["podSelector"]["matchLabels"]
                     assert any(selects(source, t["metadata"]["labels"]) for t in pods)
-    # Each datastore admits exactly its one client.
+    # Each datastore admits exactly its clients: Redis the coordinator, PostgreSQL the registry
+    # and the brokers (the cluster metadata).
     rules = {
         p["metadata"]["name"]: p["spec"]["ingress"][0]["from"]
         for p in by_kind(objects, "NetworkPolicy")
@@ -311,7 +313,8 @@ def test_network_policies_select_real_pods_and_ports(overlay: str) -> None:
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "coordinator"}}}
     ]
     assert rules["postgres-ingress"] == [
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "registry"}}}
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "registry"}}},
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "broker"}}},
     ]
 
 
@@ -516,5 +519,5 @@ def test_urls_in_configuration_point_at_services_that_exist(overlay: str) -> Non
                     assert ordinal < owner["spec"]["replicas"], value
             checked += 1
     # Coordinator and validation job each list the 3 brokers; registry URL; advertised URL;
-    # dev adds the Redis and PostgreSQL URLs in its Secrets.
-    assert checked == {"dev": 10, "prod": 8}[overlay]
+    # dev adds the Redis and PostgreSQL URLs (registry, broker metadata) in its Secrets.
+    assert checked == {"dev": 11, "prod": 8}[overlay]

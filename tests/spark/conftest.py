@@ -74,7 +74,9 @@ class Platform:
         with Producer({"bootstrap.servers": self.broker, "linger.ms": 1}) as producer:
             for i, value in enumerate(values):
                 key = keys[i] if keys is not None else None
-                producer.produce(topic, value=value, key=key, partition=partition)
+                producer.produce(
+                    topic, value=value, key=key, partition=-1 if partition is None else partition
+                )
             assert producer.flush(30) == 0
 
     def fetch_all(self, topic: str, partition: int = 0) -> list[dict[str, Any]]:

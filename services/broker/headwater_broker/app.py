@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 
-from headwater.errors import HeadwaterError, InvalidOffsetError, InvalidRequestError
-from headwater_broker.api import fetch, openapi, produce, topics
+from headwater.errors import (
+    BrokerError,
+    HeadwaterError,
+    InvalidOffsetError,
+    InvalidRequestError,
+    ServiceUnavailableError,
+)
+from headwater_broker.api import cluster, fetch, models, openapi, produce, replication, topics
 from headwater_broker.api.media import BodyLimit, NegotiatedJSON
 from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
 from headwater_kernel.app import create_service_app
+from headwater_kernel.errors import error_response
+
+log = logging.getLogger("headwater.broker")
 
 _DESCRIPTION = """\
-Durable partitioned logs of Kafka RecordBatch v2 over HTTP: topic admin, REST Proxy v2 produce,
-a raw batch fast path with idempotent producers, and stateless fetch by offset with long-poll.
-Errors are `{"error_code", "message"}`.
+Durable partitioned logs of Kafka RecordBatch v2 over HTTP, served by brokers that form one
+cluster: topic admin (carried out by the controller, at any broker), REST Proxy v2 produce and
+JSON fetch at any broker (relayed to the partition's leader), a raw batch fast path and raw
+fetch at the leader only (421 42101 elsewhere, naming the leader), idempotent producers with
+cluster-wide ids, and `GET /cluster`. Errors are `{"error_code", "message"}`; 503s carry
+`Retry-After`.
 """
 
 
@@ -29,17 +44,35 @@ def _validation_error(message: str) -> HeadwaterError:
     return InvalidRequestError(message)
 
 
-def create_app(settings: BrokerSettings) -> FastAPI:
-    """A broker app; its storage opens (with crash recovery) when the app starts."""
+def create_app(
+    settings: BrokerSettings, *, on_replaced: Callable[[], None] | None = None
+) -> FastAPI:
+    """A broker app; it joins its cluster and opens its replicas when the app starts.
+
+    ``on_replaced`` is called when another process took this broker id over: the broker has
+    stopped serving by then (``python -m headwater_broker`` exits non-zero).
+    """
     broker = Broker(settings)
+
+    async def watch_replaced() -> None:
+        await broker.node.replaced.wait()
+        log.error("broker %d was replaced by another process; it stops serving", broker.broker_id)
+        broker.is_open = False
+        await broker.close()  # logs closed cleanly; the cluster is not touched (replaced)
+        if on_replaced is not None:
+            on_replaced()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker.open()
         await broker.start()
+        watcher = asyncio.create_task(watch_replaced())
         try:
             yield
         finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
             await broker.close()
 
     async def ready() -> tuple[bool, dict[str, Any]]:
@@ -56,8 +89,21 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(NegotiatedJSON)  # outside BodyLimit: its 413s are negotiated too
+    app.add_exception_handler(BrokerError, _broker_error)
+    app.add_exception_handler(ServiceUnavailableError, _broker_error)
+    app.include_router(cluster.router)
     app.include_router(topics.router)
     app.include_router(produce.router)
     app.include_router(fetch.router)
+    app.include_router(replication.router)
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app
+
+
+async def _broker_error(request: Request, exc: Exception) -> Response:
+    """Every error's body; a 503 (no leader, no controller, store down) says when to retry."""
+    assert isinstance(exc, HeadwaterError)
+    response = error_response(exc)
+    if exc.http_status == 503:
+        response.headers["Retry-After"] = str(models.RETRY_AFTER_S)
+    return response

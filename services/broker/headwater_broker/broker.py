@@ -10,8 +10,8 @@ Threading -- the one policy for the whole broker:
 * **The event loop does everything but the steady fdatasync of appended bytes**: routes,
   validation, offset assignment, the ``pwritev`` of an append, every ``pread`` of a fetch,
   long-poll waits, retention, topic admin, and the rare syncs that must finish before the
-  next step (a segment roll, the atomic rewrites of ``topics.json``, ``producers.json`` and
-  ``log-start-offset``).
+  next step (a segment roll, the atomic rewrite of ``log-start-offset``). SQL on the
+  metadata store runs on the store's own threads (``MetadataStore.call``).
 * **Worker threads (``asyncio.to_thread``) run only fdatasync of active segments**:
   ``PartitionLog._sync`` for ``BROKER_FSYNC=always`` and the ``interval`` task's pass over
   every partition. A sync may run while the loop appends to the same file: ``Segment.flush``
@@ -25,12 +25,18 @@ Threading -- the one policy for the whole broker:
   share the next one. The high watermark -- what fetches see -- moves only past synced bytes,
   and the producer is answered then. With ``interval`` and ``never`` it moves at the write.
 
-Durable state under ``BROKER_DATA_DIR``::
+The cluster decides what exists: topics, their partitions, replica lists and leaders live in
+the shared metadata (``cluster/``, docs/cluster.md); this broker holds the replicas the metadata
+gives it and serves, on the fast paths, only the partitions it leads. Topic admin is carried out
+by the controller; REST Proxy-shaped produce for partitions led elsewhere is relayed to their
+leaders (``peers.py``).
 
-    topics.json          topic catalog: {"topics": {name: {"partitions", "replication_factor",
-                         "configs": {overrides}}}}, replaced atomically on every change
-    producers.json       issued producer ids and epochs (producer_registry.py)
-    <topic>-<p>/         one directory per partition (layout in log/segment.py)
+Durable state under ``BROKER_DATA_DIR`` (``catalog.py``)::
+
+    meta.properties      cluster.id and broker.id: a data dir never joins another cluster
+    cluster.db           the metadata of a one-broker cluster (when BROKER_METADATA_URL is unset)
+    <topic>-<p>/         one directory per replica (layout in log/segment.py), with
+                         partition.metadata naming its topic id
 """
 
 from __future__ import annotations
@@ -38,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -48,12 +53,14 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from headwater.errors import (
+    BROKER,
     CorruptRecordError,
     InvalidConfigError,
     InvalidOffsetError,
-    InvalidPartitionsError,
     InvalidRecordError,
-    InvalidReplicationFactorError,
+    LeaderNotAvailableError,
+    NotControllerError,
+    NotLeaderOrFollowerError,
     PartitionNotFoundError,
     RecordTooLargeError,
     ServiceUnavailableError,
@@ -69,28 +76,33 @@ from headwater.records.batch import (
 )
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.records.validation import validate_records
+from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
-from headwater_broker import metrics
+from headwater_broker import catalog, metrics
+from headwater_broker.cluster import producer_ids, topic_configs
+from headwater_broker.cluster.controller import Controller
+from headwater_broker.cluster.election import IsrProposal
+from headwater_broker.cluster.image import MetadataImage
+from headwater_broker.cluster.node import ClusterNode
+from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicState
 from headwater_broker.log.partition import (
     AppendResult,
     FetchData,
     PartitionLog,
-    fsync_directory,
     partition_dir_name,
 )
+from headwater_broker.peers import Peers
 from headwater_broker.producer_registry import ProducerRegistry
+from headwater_broker.replicas import ReplicaManager
+from headwater_broker.replication.manager import Replication
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_config import (
-    RULES,
     TopicConfig,
     effective_configs,
-    validate_configs,
     validate_topic_name,
 )
 
 log = logging.getLogger("headwater.broker")
-
-MAX_PARTITIONS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +139,15 @@ class ReplicaInfo:
     in_sync: bool
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartitionInfo:
+    """A partition as the metadata describes it; offsets from its leader (-1 when unreachable)."""
+
     partition: PartitionId
     leader: BrokerId
+    leader_epoch: LeaderEpoch
     replicas: list[ReplicaInfo]
+    isr: list[BrokerId]
     beginning_offset: Offset
     end_offset: Offset
 
@@ -139,6 +155,7 @@ class PartitionInfo:
 @dataclass(frozen=True)
 class TopicDescription:
     name: str
+    topic_id: str
     partitions: list[PartitionInfo]
     configs: dict[str, str]
 
@@ -155,16 +172,24 @@ class RecordsFetch:
 
 @dataclass
 class _Topic:
+    """The replicas of one topic this broker holds (``logs``: partition -> its local log)."""
+
     name: str
-    replication_factor: int
+    topic_id: str
     overrides: dict[str, str]
     config: TopicConfig
-    partition_count: int
-    partitions: list[PartitionLog] = field(default_factory=list)
+    logs: dict[int, PartitionLog] = field(default_factory=dict)
 
 
 class Broker:
-    """One broker's topics and logs. ``open()`` recovers them; ``start()`` runs upkeep tasks."""
+    """One broker: its replicas' logs, and the cluster it belongs to.
+
+    ``open()`` prepares the data directory; ``start()`` joins the cluster (registers, loads the
+    metadata, imports a pre-cluster catalog, waits to be recorded active) and runs upkeep.
+    Which replicas exist here and which of them this broker leads is decided by the metadata
+    and applied by the replica manager (``replicas.py``) through :meth:`host`,
+    :meth:`drop_topic` and :attr:`leading`.
+    """
 
     def __init__(self, settings: BrokerSettings, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
@@ -172,64 +197,88 @@ class Broker:
         self.data_dir = settings.data_path
         self.clock = clock
         self.topics: dict[str, _Topic] = {}
-        self.producer_ids = ProducerRegistry(
-            self.data_dir / "producers.json", settings.producer_id_expiration_ms
-        )
+        self.leading: dict[TopicPartition, LeaderEpoch] = {}
+        """Partitions this broker acts as leader of, at the leader epoch it took them at."""
+        self.producer_ids = ProducerRegistry(settings.producer_id_expiration_ms)
         self._sticky = StickyPartitioner()
         self._tasks: list[asyncio.Task[None]] = []
         self.is_open = False
+        self._node: ClusterNode | None = None
+        self.replicas: ReplicaManager | None = None
+        self.replication: Replication | None = None
+        self.peers = Peers(settings.forward_timeout_ms, self.broker_id)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    @property
+    def node(self) -> ClusterNode:
+        if self._node is None:
+            raise ServiceUnavailableError("The broker has not joined its cluster yet")
+        return self._node
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.node.image
+
     # --- lifecycle ---------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Load the catalog and recover every partition (cuts torn tails, rebuilds state)."""
+        """Prepare the data directory (leftovers of interrupted deletions are removed)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for leftover in self.data_dir.glob("*.deleted"):
             shutil.rmtree(leftover, ignore_errors=True)
-        self.producer_ids.load()
-        catalog_path = self.data_dir / "topics.json"
-        catalog = orjson.loads(catalog_path.read_bytes()) if catalog_path.exists() else {}
-        for name, entry in catalog.get("topics", {}).items():
-            overrides = {str(k): str(v) for k, v in entry.get("configs", {}).items()}
-            topic = _Topic(
-                name,
-                int(entry.get("replication_factor", 1)),
-                overrides,
-                TopicConfig.from_overrides(overrides),
-                int(entry["partitions"]),
-            )
-            for p in range(topic.partition_count):
-                topic.partitions.append(self._open_partition(topic, p))
-            self.topics[name] = topic
-        now = self.now_ms()
-        for topic in self.topics.values():
-            for plog in topic.partitions:
-                for pid, entry in plog.producers.entries.items():
-                    self.producer_ids.touch(pid, min(entry.last_timestamp, now))
         self.is_open = True
 
-    def _open_partition(self, topic: _Topic, p: int) -> PartitionLog:
-        plog = PartitionLog.open(
-            self.data_dir / partition_dir_name(topic.name, p),
-            topic.name,
-            PartitionId(p),
-            topic.config,
-            self.settings.fsync,
-        )
-        self._update_offset_metrics(plog)
-        return plog
-
     async def start(self) -> None:
-        """Start retention (and the interval fsync) in the background."""
+        """Join the cluster, then start retention (and the interval fsync) in the background."""
+        node = ClusterNode(
+            self.settings.cluster_settings(),
+            self.broker_id,
+            self.settings.advertised_url,
+            on_controller_event=_controller_event,
+        )
+        await node.start()
+        self._node = node
+        try:
+            catalog.check_cluster_id(self.data_dir, node.store.cluster_id, self.broker_id)
+            self.replication = Replication(
+                broker_id=self.broker_id,
+                broker_epoch=lambda: node.broker_epoch,
+                now_ms=self.now_ms,
+                send_isr=self._send_isr,
+                is_active=lambda b: node.image.is_active(b),
+            )
+            self.replication.start()
+            self.replicas = ReplicaManager(self, node)
+            await self.replicas.start()
+            await self._wait_active()
+            await catalog.import_catalog(self)
+            await self.replicas.settle()
+            catalog.remove_strays(self)
+        except BaseException:
+            await self._leave()
+            raise
         self._tasks.append(asyncio.create_task(self._upkeep_loop()))
         if self.settings.fsync == "interval":
             self._tasks.append(asyncio.create_task(self._fsync_loop()))
 
+    async def _wait_active(self) -> None:
+        """Wait (bounded) until the controller has recorded this incarnation active."""
+        node = self.node
+        deadline = time.monotonic() + self.settings.startup_timeout_ms / 1000
+        while not node.image.is_active(self.broker_id, node.broker_epoch):
+            if time.monotonic() > deadline:
+                log.warning(
+                    "broker %d is not active after %d ms: no controller has recorded it yet",
+                    self.broker_id,
+                    self.settings.startup_timeout_ms,
+                )
+                return
+            await asyncio.sleep(self.settings.heartbeat_interval_ms / 2000)
+
     async def close(self) -> None:
-        """Stop background work and close every partition cleanly."""
+        """Stop background work, leave the cluster and close every partition cleanly."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -237,12 +286,20 @@ class Broker:
                 await task
         self._tasks.clear()
         self.is_open = False
-        for topic in self.topics.values():
-            for plog in topic.partitions:
-                async with plog.lock:
-                    plog.close()
-        with contextlib.suppress(OSError):
-            self.producer_ids.save()
+        await self._leave()
+        for plog in self.all_partitions():
+            async with plog.lock:
+                plog.close()
+        await self.peers.close()
+
+    async def _leave(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.stop()
+        if self.replication is not None:
+            await self.replication.close()
+        self.leading.clear()
+        if self._node is not None:
+            await self._node.stop()
 
     async def _upkeep_loop(self) -> None:
         interval = self.settings.retention_check_interval_ms / 1000
@@ -250,7 +307,7 @@ class Broker:
             await asyncio.sleep(interval)
             try:
                 await self.enforce_retention()
-                self.expire_producers()
+                await self.expire_producers()
             except Exception:
                 log.exception("retention run failed")
 
@@ -261,7 +318,7 @@ class Broker:
             await asyncio.to_thread(_flush_all, self.all_partitions())
 
     def all_partitions(self) -> list[PartitionLog]:
-        return [plog for topic in self.topics.values() for plog in topic.partitions]
+        return [plog for topic in self.topics.values() for plog in topic.logs.values()]
 
     async def enforce_retention(self) -> int:
         """Apply every topic's retention now; return how many segments were deleted."""
@@ -272,152 +329,278 @@ class Broker:
             self._update_offset_metrics(plog)
         return deleted
 
-    def expire_producers(self) -> list[int]:
-        """Forget producer ids idle past BROKER_PRODUCER_ID_EXPIRATION_MS (and their state)."""
+    async def expire_producers(self) -> list[int]:
+        """Forget producer ids idle past BROKER_PRODUCER_ID_EXPIRATION_MS (and their state).
+
+        The cluster forgets ids no broker used for that long, by the store's clock.
+        """
         now = self.now_ms()
         gone = self.producer_ids.expire(now)
         live = set(self.producer_ids.producers)
         for plog in self.all_partitions():
             plog.producers.expire(now, self.settings.producer_id_expiration_ms, live)
-        self.producer_ids.save()
+        store = self.node.store
+        await store.call(producer_ids.touch, store, sorted(live))
+        await store.call(producer_ids.expire, store, self.settings.producer_id_expiration_ms)
         return gone
 
     def ready(self) -> tuple[bool, dict[str, Any]]:
-        return self.is_open, {"topics": len(self.topics), "data_dir": str(self.data_dir)}
-
-    # --- topics ------------------------------------------------------------------------------
-
-    def _save_catalog(self) -> None:
-        body = {
-            "topics": {
-                t.name: {
-                    "partitions": t.partition_count,
-                    "replication_factor": t.replication_factor,
-                    "configs": t.overrides,
-                }
-                for t in self.topics.values()
-            }
+        node = self._node
+        active = node is not None and node.image.is_active(self.broker_id, node.broker_epoch)
+        return self.is_open and active, {
+            "topics": len(self.topics),
+            "data_dir": str(self.data_dir),
+            "active": active,
         }
-        path = self.data_dir / "topics.json"
-        tmp = path.with_name("topics.json.tmp")
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps(body))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(self.data_dir)
 
-    def _topic(self, name: str) -> _Topic:
-        topic = self.topics.get(name)
+    # --- replicas (applied by the replica manager) ---------------------------------------------
+
+    def host(self, topic: TopicState, partition: int) -> PartitionLog:
+        """This broker's replica of a partition, opened (created if new) on first call."""
+        local = self.topics.get(topic.name)
+        if local is None:
+            overrides = dict(topic.configs)
+            local = _Topic(topic.name, topic.topic_id, overrides, _config(overrides))
+            self.topics[topic.name] = local
+        plog = local.logs.get(partition)
+        if plog is None:
+            directory = self.data_dir / partition_dir_name(topic.name, partition)
+            catalog.claim_directory(directory, topic.topic_id)
+            # Replicated: the high watermark is the in-sync replicas' (checkpointed), moved by
+            # this broker's leader of the partition; with one replica, its own log end.
+            plog = PartitionLog.open(
+                directory,
+                topic.name,
+                PartitionId(partition),
+                local.config,
+                self.settings.fsync,
+                replicated=True,
+            )
+            now = self.now_ms()
+            for pid, entry in plog.producers.entries.items():
+                self.producer_ids.touch(pid, min(entry.last_timestamp, now))
+            local.logs[partition] = plog
+            self._update_offset_metrics(plog)
+        return plog
+
+    def set_configs(self, topic: TopicState) -> None:
+        """Take a topic's new config overrides (storage uses them from its next step on)."""
+        local = self.topics.get(topic.name)
+        if local is None or local.overrides == topic.configs:
+            return
+        local.overrides = dict(topic.configs)
+        local.config = _config(local.overrides)
+        for plog in local.logs.values():
+            plog.config = local.config
+        log.info("configs of topic %s: %s", topic.name, local.overrides)
+
+    async def drop_topic(self, name: str) -> None:
+        """Delete this broker's replicas of a topic and their data."""
+        local = self.topics.get(name)
+        if local is None:
+            return
+        for p in list(local.logs):
+            await self.drop_partition(name, p)
+        if self.topics.get(name) is local and not local.logs:
+            del self.topics[name]
+        metrics.forget_topic(name, 0)
+        log.info("deleted the replicas of topic %s", name)
+
+    async def drop_partition(self, name: str, partition: int) -> None:
+        local = self.topics.get(name)
+        plog = None if local is None else local.logs.pop(partition, None)
+        if plog is None:
+            return
+        self.leading.pop(TopicPartition(name, PartitionId(partition)), None)
+        if self.replication is not None:
+            self.replication.drop(name, partition)
+        path = await plog.delete()
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+        metrics.forget_partition(name, partition)
+
+    # --- where a partition is served ------------------------------------------------------------
+
+    def _partition_state(self, topic_name: str, partition: int) -> PartitionState:
+        image = self.image
+        topic = image.topic(topic_name)
         if topic is None:
-            raise TopicNotFoundError(f"Topic not found. There is no topic '{name}'.")
-        return topic
+            raise TopicNotFoundError(f"Topic not found. There is no topic '{topic_name}'.")
+        state = image.partition(topic_name, partition)
+        if state is None:
+            raise PartitionNotFoundError(
+                f"Partition not found. Topic '{topic_name}' has {topic.partitions} "
+                f"partition(s), 0..{topic.partitions - 1}; asked for {partition}."
+            )
+        return state
+
+    def leader_url(self, topic_name: str, partition: int) -> str | None:
+        """None when this broker leads the partition, else its leader's URL.
+
+        Raises 40401/40402 for what does not exist and 50302 when no broker leads it now.
+        """
+        state = self._partition_state(topic_name, partition)
+        if self._leads(state):
+            return None
+        leader = self.image.broker(state.leader)
+        if state.leader < 0 or leader is None or not leader.active:
+            raise _no_leader(state)
+        if state.leader == self.broker_id:
+            # The metadata names this broker, but it has not taken the leadership (yet).
+            raise _no_leader(state)
+        return leader.url
+
+    def _leads(self, state: PartitionState) -> bool:
+        return self.leading.get(state.key) == state.leader_epoch and state.leader == self.broker_id
+
+    def not_leader(self, topic_name: str, partition: int) -> NotLeaderOrFollowerError:
+        """The 421 for a partition this broker does not lead, naming the leader."""
+        state = self._partition_state(topic_name, partition)
+        leader = self.image.broker(state.leader)
+        return NotLeaderOrFollowerError(
+            f"Broker {self.broker_id} does not lead partition {partition} of topic "
+            f"'{topic_name}'; broker {state.leader} does",
+            leader_id=state.leader,
+            leader_url=None if leader is None else leader.url,
+            leader_epoch=state.leader_epoch,
+        )
 
     def partition(self, topic_name: str, partition: int) -> PartitionLog:
-        topic = self._topic(topic_name)
-        if not 0 <= partition < len(topic.partitions):
-            raise PartitionNotFoundError(
-                f"Partition not found. Topic '{topic_name}' has {len(topic.partitions)} "
-                f"partition(s), 0..{len(topic.partitions) - 1}; asked for {partition}."
-            )
-        return topic.partitions[partition]
+        """The log of a partition this broker leads (421 elsewhere, 503 50302 when none does)."""
+        state = self._partition_state(topic_name, partition)
+        if not self._leads(state) and self.leader_url(topic_name, partition) is not None:
+            raise self.not_leader(topic_name, partition)
+        local = self.topics.get(topic_name)
+        plog = None if local is None else local.logs.get(partition)
+        if plog is None or plog.closed:
+            raise _no_leader(state)
+        return plog
 
-    def _writable(self, topic_name: str) -> _Topic:
-        """The topic to produce to, created with defaults if auto-creation is on."""
-        if not self.is_open:
-            raise ServiceUnavailableError("The broker is not open")
-        if topic_name not in self.topics and self.settings.auto_create_topics:
-            self.create_topic(topic_name)
-        return self._topic(topic_name)
+    # --- topic admin (carried out by the controller) --------------------------------------------
 
-    def create_topic(
+    async def controller_url(self) -> str | None:
+        """None when this broker is the active controller, else the controller's URL.
+
+        While no controller is elected (an election in progress, a lease lost to a stall) this
+        waits up to two leases for one; then 50305.
+        """
+        try:
+            await self._controller()
+        except NotControllerError as exc:
+            if exc.controller_url is None:
+                raise
+            return exc.controller_url
+        return None
+
+    async def _controller(self) -> Controller:
+        """This broker's controller role if it is the active controller (see controller_url)."""
+        deadline = time.monotonic() + 2 * self.settings.controller_lease_ms / 1000
+        while True:
+            try:
+                return self.node.controller_for_admin()
+            except NotControllerError as exc:
+                if exc.controller_url is not None or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
+
+    async def replicas_settled(self) -> None:
+        """Wait until this broker's replicas reflect its current image (its own admin writes)."""
+        if self.replicas is not None:
+            await self.replicas.settle()
+
+    async def create_topic(
         self,
         name: str,
         partitions: int | None = None,
         replication_factor: int | None = None,
         configs: dict[str, Any] | None = None,
+        replica_assignment: list[list[int]] | None = None,
     ) -> TopicDescription:
-        """Create a topic after validating its name, partition count, replication and configs."""
+        """Create a topic (this broker must be the controller: see :meth:`controller_url`)."""
         validate_topic_name(name)
         count = self.settings.default_partitions if partitions is None else partitions
-        if not 1 <= count <= MAX_PARTITIONS:
-            raise InvalidPartitionsError(
-                f"Number of partitions must be between 1 and {MAX_PARTITIONS}, got {count}"
-            )
-        replication = 1 if replication_factor in (None, -1) else replication_factor
-        if replication != 1:
-            raise InvalidReplicationFactorError(
-                f"Replication factor {replication_factor} is not possible: this cluster has 1 "
-                "broker (use 1, or -1 for the default)"
-            )
-        overrides = validate_configs(configs or {})
-        if name in self.topics:
-            raise TopicAlreadyExistsError(f"Topic '{name}' already exists")
-        topic = _Topic(name, 1, overrides, TopicConfig.from_overrides(overrides), count)
-        self.topics[name] = topic
-        self._save_catalog()
-        topic.partitions = [self._open_partition(topic, p) for p in range(count)]
-        log.info("created topic %s with %d partition(s)", name, count)
-        return self.describe_topic(name)
+        if replica_assignment is not None and partitions is None:
+            count = len(replica_assignment)
+        factor = None if replication_factor in (None, -1) else replication_factor
+        controller = await self._controller()
+        await controller.create_topic(name, count, factor, configs, replica_assignment)
+        await self.replicas_settled()
+        return await self.describe_topic(name)
 
     def list_topics(self) -> list[str]:
-        return sorted(self.topics)
+        return sorted(self.image.topics)
 
-    def partition_info(self, topic_name: str, partition: int) -> PartitionInfo:
-        plog = self.partition(topic_name, partition)
-        me = self.broker_id
-        return PartitionInfo(
-            PartitionId(partition),
-            me,
-            [ReplicaInfo(me, True, True)],
-            plog.log_start_offset,
-            plog.high_watermark,
+    def _info(self, state: PartitionState) -> PartitionInfo:
+        replicas = [ReplicaInfo(b, b == state.leader, b in state.isr) for b in state.replicas]
+        info = PartitionInfo(
+            state.partition,
+            state.leader,
+            state.leader_epoch,
+            replicas,
+            list(state.isr),
+            Offset(-1),
+            Offset(-1),
         )
+        if self._leads(state):
+            plog = self.topics[state.topic].logs.get(state.partition)
+            if plog is not None:
+                info.beginning_offset = plog.log_start_offset
+                info.end_offset = plog.high_watermark
+        return info
 
-    def describe_topic(self, name: str) -> TopicDescription:
-        topic = self._topic(name)
-        return TopicDescription(
-            name,
-            [self.partition_info(name, p) for p in range(len(topic.partitions))],
-            effective_configs(topic.overrides),
-        )
+    async def partition_info(self, topic_name: str, partition: int) -> PartitionInfo:
+        state = self._partition_state(topic_name, partition)
+        (info,) = await self._with_offsets([self._info(state)], topic_name)
+        return info
+
+    async def _with_offsets(self, infos: list[PartitionInfo], topic: str) -> list[PartitionInfo]:
+        """Offsets of partitions led elsewhere, asked of their leaders (-1 when one is down)."""
+
+        async def fill(info: PartitionInfo) -> None:
+            if info.end_offset >= 0 or info.leader < 0:
+                return
+            leader = self.image.broker(info.leader)
+            if leader is None:
+                return
+            found = await self.peers.offsets(leader.url, topic, info.partition)
+            if found is not None:
+                info.beginning_offset, info.end_offset = found
+
+        await asyncio.gather(*(fill(i) for i in infos))
+        return infos
+
+    def _topic_state(self, name: str) -> TopicState:
+        topic = self.image.topic(name)
+        if topic is None:
+            raise TopicNotFoundError(f"Topic not found. There is no topic '{name}'.")
+        return topic
 
     def list_partitions(self, name: str) -> list[PartitionInfo]:
-        return self.describe_topic(name).partitions
+        self._topic_state(name)
+        return [self._info(p) for p in self.image.partitions_of(name)]
+
+    async def describe_topic(self, name: str) -> TopicDescription:
+        topic = self._topic_state(name)
+        infos = [self._info(p) for p in self.image.partitions_of(name)]
+        return TopicDescription(
+            name,
+            topic.topic_id,
+            await self._with_offsets(infos, name),
+            {**effective_configs(topic.configs), **topic.configs},
+        )
 
     async def delete_topic(self, name: str) -> None:
-        """Remove a topic and its data; a topic created later under the name starts at 0."""
-        topic = self._topic(name)
-        # The name stays taken until every directory is moved aside, so a create of the same
-        # name meanwhile gets 40901 instead of reopening the old files.
-        doomed = [await plog.delete() for plog in topic.partitions]
-        if self.topics.get(name) is not topic:
-            return  # a concurrent delete finished first
-        del self.topics[name]
-        self._save_catalog()
-        for path in doomed:
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
-        metrics.forget_topic(name, len(topic.partitions))
-        log.info("deleted topic %s", name)
+        """Delete a topic everywhere; a topic created later under the name starts at 0."""
+        await (await self._controller()).delete_topic(name)
+        await self.replicas_settled()
 
-    def add_partitions(self, name: str, count: int) -> TopicDescription:
+    async def add_partitions(self, name: str, count: int) -> TopicDescription:
         """Grow a topic to ``count`` partitions in total (never shrinks, as Kafka)."""
-        topic = self._topic(name)
-        current = len(topic.partitions)
-        if count <= current:
-            raise InvalidPartitionsError(
-                f"Topic '{name}' has {current} partition(s); the new count must be larger, "
-                f"got {count}"
-            )
-        if count > MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"At most {MAX_PARTITIONS} partitions, got {count}")
-        topic.partition_count = count
-        self._save_catalog()
-        topic.partitions.extend(self._open_partition(topic, p) for p in range(current, count))
-        return self.describe_topic(name)
+        await (await self._controller()).create_partitions(name, count)
+        await self.replicas_settled()
+        return await self.describe_topic(name)
 
-    def alter_topic_configs(
+    async def alter_topic_configs(
         self, name: str, set_configs: dict[str, Any], delete: list[str]
     ) -> TopicDescription:
         """Set and delete config overrides of ``name`` at once (Kafka's incremental alter).
@@ -427,38 +610,34 @@ class Broker:
         it is valid. Storage takes the new values at once: retention at its next run, segment
         sizes at the next roll, the timestamp type at the next append.
         """
-        topic = self._topic(name)
+        controller = await self._controller()
+        self._topic_state(name)
         both = sorted(set(set_configs) & set(delete))
         if both:
             raise InvalidConfigError(f"Config(s) {', '.join(both)} both set and deleted")
-        unknown = sorted(key for key in delete if key not in RULES)
-        if unknown:
-            raise InvalidConfigError(
-                f"Unknown topic config '{unknown[0]}'; supported: {', '.join(sorted(RULES))}"
-            )
-        merged = {k: v for k, v in topic.overrides.items() if k not in delete}
-        overrides = validate_configs({**merged, **set_configs})
-        if overrides != topic.overrides:
-            topic.overrides = overrides
-            topic.config = TopicConfig.from_overrides(overrides)
-            self._save_catalog()
-            for plog in topic.partitions:
-                plog.config = topic.config
-            log.info("altered configs of topic %s: %s", name, overrides)
-        return self.describe_topic(name)
+        await controller.alter_configs(name, set_configs, delete)
+        await self.replicas_settled()
+        return await self.describe_topic(name)
 
     # --- produce -----------------------------------------------------------------------------
 
     async def append_batches(
-        self, topic_name: str, partition: int, body: bytearray
+        self, topic_name: str, partition: int, body: bytearray, *, acks: int = 1
     ) -> list[AppendResult]:
-        """Append one or more concatenated RecordBatch v2, validated whole before any is written."""
-        topic = self._writable(topic_name)
+        """Append one or more concatenated RecordBatch v2, validated whole before any is written.
+
+        Only at the partition's leader (421 42101 elsewhere, 503 50302 when none leads it).
+        ``acks=-1`` (all): refused before appending when fewer replicas than
+        ``min.insync.replicas`` are in sync (503 50303), answered once the high watermark passes
+        the batches (503 50304 if the in-sync set shrank below the minimum meanwhile, 421 if
+        leadership moved, 504 50401 after ``BROKER_REQUEST_TIMEOUT_MS``).
+        """
+        await self._auto_create(topic_name)
         plog = self.partition(topic_name, partition)
         if not body:
             raise CorruptRecordError("Empty body: expected one or more RecordBatch v2")
         batches = list(iter_batches(body))
-        limit = topic.config.max_message_bytes
+        limit = plog.config.max_message_bytes
         records = 0
         for pos, header in batches:
             if header.size > limit:
@@ -486,10 +665,17 @@ class Broker:
                         f"Batch at position {pos} has producer id {header.producer_id} but no "
                         "base sequence"
                     )
-                self.producer_ids.check(header.producer_id, header.producer_epoch)
+                await self._check_producer(header.producer_id, header.producer_epoch)
             records += header.records_count
         now = self.now_ms()
-        results = await plog.append(body, batches, now)
+        leader = (
+            None if self.replication is None else self.replication.leader_for(topic_name, partition)
+        )
+        if leader is not None and leader.plog is plog:
+            timeout_s = self.settings.request_timeout_ms / 1000
+            results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
+        else:
+            results = await plog.append(body, batches, now)
         for _pos, header in batches:
             if header.producer_id >= 0:
                 self.producer_ids.touch(header.producer_id, now)
@@ -498,18 +684,93 @@ class Broker:
         self._update_offset_metrics(plog)
         return results
 
+    # --- replication ---------------------------------------------------------------------------
+
+    def replication_settings(self, topic_name: str) -> tuple[int, int]:
+        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic."""
+        topic = self.image.topic(topic_name)
+        configs = {} if topic is None else topic.configs
+        min_isr = int(configs.get(topic_configs.MIN_INSYNC_REPLICAS, "1"))
+        lag = int(
+            configs.get(
+                topic_configs.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
+            )
+        )
+        return min_isr, lag
+
+    async def _send_isr(self, proposal: IsrProposal) -> PartitionState:
+        """Send a leader's in-sync proposal to the controller (itself, or over HTTP)."""
+        node = self.node
+        if node.is_controller:
+            return await node.controller_for_admin().alter_isr(proposal)
+        url = node.image.controller_url()
+        if url is None:
+            raise NotControllerError("No controller now: the in-sync proposal waits")
+        assert self.replication is not None
+        answer = await self.replication.client.post(
+            url.rstrip("/") + "/cluster/controller/isr",
+            json=isr_proposal_body(proposal),
+            # A controller that does not answer within its lease is likely gone: propose again
+            # (to its successor) rather than hold the in-sync set where it is.
+            timeout=self.settings.controller_lease_ms / 1000,
+        )
+        if answer.status_code != 200:
+            raise BROKER.from_body(answer.status_code, _json_or_text(answer.content))
+        return PartitionState.from_body(answer.json())
+
+    def replication_hint(self, topic_name: str, partition: int) -> NotLeaderOrFollowerError:
+        """The 42101 entry of a replica fetch for a partition this broker does not lead."""
+        try:
+            return self.not_leader(topic_name, partition)
+        except (TopicNotFoundError, PartitionNotFoundError, ServiceUnavailableError) as exc:
+            return NotLeaderOrFollowerError(exc.message)
+
+    async def _check_producer(self, producer_id: int, epoch: int) -> None:
+        if self.producer_ids.needs_lookup(producer_id, epoch):
+            store = self.node.store
+            stored = await store.call(producer_ids.current_epoch, store, producer_id)
+            self.producer_ids.judge(producer_id, epoch, stored, self.now_ms())
+
+    async def _auto_create(self, topic_name: str) -> None:
+        """With BROKER_AUTO_CREATE_TOPICS, an unknown topic is created with the defaults (by the
+        controller, wherever it is) before a produce goes on."""
+        if not self.is_open:
+            raise ServiceUnavailableError("The broker is not open")
+        if not self.settings.auto_create_topics or self.image.topic(topic_name) is not None:
+            return
+        with contextlib.suppress(TopicAlreadyExistsError):
+            url = await self.controller_url()
+            if url is None:
+                await self.create_topic(topic_name)
+            else:
+                validate_topic_name(topic_name)
+                await self.peers.create_topic(url, topic_name)
+        deadline = time.monotonic() + 2.0
+        while self.image.topic(topic_name) is None and time.monotonic() < deadline:
+            await self.node.follower.poll()
+            await asyncio.sleep(self.settings.metadata_poll_ms / 1000)
+        await self.replicas_settled()
+
     async def produce(
-        self, topic_name: str, path_partition: int | None, source: RecordSource
+        self,
+        topic_name: str,
+        path_partition: int | None,
+        source: RecordSource,
+        *,
+        forwarded: bool = False,
     ) -> list[ProducedOffset]:
         """REST Proxy v2 produce: every record validated and encoded before any is appended.
 
         ``source`` is decoded once the topic (and ``path_partition``) are known to exist.
-        Returns where each record landed, in request order.
+        Records for partitions led elsewhere are relayed to their leaders (a request that was
+        itself relayed here is not relayed again: 421). Returns where each record landed, in
+        request order.
         """
-        topic = self._writable(topic_name)
-        count = len(topic.partitions)
+        await self._auto_create(topic_name)
+        topic = self._topic_state(topic_name)
+        count = topic.partitions
         if path_partition is not None:
-            self.partition(topic_name, path_partition)
+            self._partition_state(topic_name, path_partition)
         decoded = source.decode()
         by_partition: dict[int, list[tuple[int, RecordTuple]]] = {}
         for i, record in enumerate(decoded):
@@ -522,17 +783,24 @@ class Broker:
                     )
                 partition = path_partition
             elif partition is not None:
-                self.partition(topic_name, partition)
+                self._partition_state(topic_name, partition)
             elif key is not None:
                 partition = partition_for_key(key, count)
             else:
                 size = len(value or b"")
                 partition = self._sticky.partition(topic_name, count, size)
             by_partition.setdefault(partition, []).append((i, (key, value, record.headers)))
+        # Where each partition goes is settled before anything is appended.
+        leaders = {p: self.leader_url(topic_name, p) for p in by_partition}
+        if forwarded and any(url is not None for url in leaders.values()):
+            p = next(p for p, url in leaders.items() if url is not None)
+            raise self.not_leader(topic_name, p)
         now = self.now_ms()
         encoded: list[tuple[int, list[int], bytearray]] = []
-        limit = topic.config.max_message_bytes
+        limit = _config(topic.configs).max_message_bytes
         for partition, items in by_partition.items():
+            if leaders[partition] is not None:
+                continue
             batch = bytearray(encode_batch([r for _i, r in items], timestamp_ms=now))
             if len(batch) > limit:
                 raise RecordTooLargeError(
@@ -546,12 +814,24 @@ class Broker:
             (result,) = await self.append_batches(topic_name, partition, batch)
             for n, i in enumerate(indexes):
                 offsets[i] = ProducedOffset(PartitionId(partition), Offset(result.base_offset + n))
+        for partition, url in leaders.items():
+            if url is None:
+                continue
+            items = by_partition[partition]
+            landed = await self.peers.produce(
+                url, topic_name, partition, [r for _i, r in items], self.image.offset
+            )
+            for (i, _r), offset in zip(items, landed, strict=True):
+                offsets[i] = ProducedOffset(PartitionId(partition), offset)
         return offsets
 
-    def init_producer(
+    async def init_producer(
         self, producer_id: int | None, epoch: int | None
     ) -> tuple[ProducerId, ProducerEpoch]:
-        return self.producer_ids.init_producer(producer_id, epoch, self.now_ms())
+        """A producer id from the cluster-wide blocks, or an existing id's epoch bumped."""
+        pid, issued = await self.node.producer_ids.init_producer(producer_id, epoch)
+        self.producer_ids.learn(pid, issued, self.now_ms())
+        return pid, issued
 
     # --- fetch -------------------------------------------------------------------------------
 
@@ -567,8 +847,8 @@ class Broker:
         plog.check_offset(offset)
         if offset >= plog.high_watermark and max_wait_ms > 0:
             await plog.wait_for_data(offset, max_wait_ms / 1000)
-            if plog.closed:
-                self.partition(topic_name, partition)  # deleted while waiting: 40401
+            # Deleted (40401) or led elsewhere now (421) while waiting.
+            plog = self.partition(topic_name, partition)
         data = plog.read(offset, max_bytes)
         if data.data:
             metrics.FETCH_BYTES.labels(topic_name).inc(len(data.data))
@@ -602,6 +882,7 @@ class Broker:
         return RecordsFetch(records, next_offset, data.high_watermark, data.log_start_offset)
 
     def offsets(self, topic_name: str, partition: int) -> tuple[Offset, Offset]:
+        """Log start and high watermark of a partition this broker leads."""
         plog = self.partition(topic_name, partition)
         return plog.log_start_offset, plog.high_watermark
 
@@ -617,7 +898,42 @@ class Broker:
         metrics.LOG_START_OFFSET.labels(*labels).set(plog.log_start_offset)
 
 
+def _controller_event(event: str, fields: dict[str, Any]) -> None:
+    """The controller role was won or lost: the gauge follows at once, not at the next change."""
+    metrics.ACTIVE_CONTROLLER.set(1 if event == "elected" else 0)
+
+
+def _config(overrides: dict[str, str]) -> TopicConfig:
+    return TopicConfig.from_overrides(overrides)
+
+
+def _no_leader(state: PartitionState) -> LeaderNotAvailableError:
+    return LeaderNotAvailableError(
+        f"Partition {state.partition} of topic '{state.topic}' has no leader now "
+        f"(leader epoch {state.leader_epoch}); retry"
+    )
+
+
 def _flush_all(logs: list[PartitionLog]) -> None:
     """fdatasync every partition's active segment (runs in a worker thread)."""
     for plog in logs:
         plog.flush()
+
+
+def isr_proposal_body(proposal: IsrProposal) -> dict[str, Any]:
+    """The JSON of ``POST /cluster/controller/isr``."""
+    return {
+        "topic": proposal.topic,
+        "partition": proposal.partition,
+        "leader_id": proposal.leader_id,
+        "leader_epoch": proposal.leader_epoch,
+        "partition_epoch": proposal.partition_epoch,
+        "isr": [{"broker_id": m.broker_id, "broker_epoch": m.broker_epoch} for m in proposal.isr],
+    }
+
+
+def _json_or_text(content: bytes) -> Any:
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content.decode(errors="replace")

@@ -43,3 +43,45 @@ def forget_topic(topic: str, partitions: int) -> None:
         for gauge in (LOG_END_OFFSET, LOG_START_OFFSET):
             with contextlib.suppress(KeyError):
                 gauge.remove(topic, str(p))
+
+
+def forget_partition(topic: str, partition: int) -> None:
+    """Drop the series of a replica this broker no longer holds."""
+    for gauge in (LOG_END_OFFSET, LOG_START_OFFSET):
+        with contextlib.suppress(KeyError):
+            gauge.remove(topic, str(partition))
+
+
+# --- The cluster, as this broker's metadata image shows it -------------------------------------
+
+ACTIVE_CONTROLLER = Gauge(
+    "headwater_broker_active_controller", "1 if this broker is the active controller, else 0."
+)
+CONTROLLER_EPOCH = Gauge(
+    "headwater_broker_controller_epoch", "The controller epoch in this broker's metadata."
+)
+FENCED_BROKERS = Gauge(
+    "headwater_broker_fenced_brokers", "Registered brokers not active (fenced or shutting down)."
+)
+OFFLINE_PARTITIONS = Gauge(
+    "headwater_broker_partitions_without_leader", "Partitions whose leader is -1 (offline)."
+)
+
+
+# --- Replication, as this broker's leaders see it ----------------------------------------------
+
+UNDER_REPLICATED_PARTITIONS = Gauge(
+    "headwater_broker_under_replicated_partitions",
+    "Partitions this broker leads whose in-sync set is smaller than their replica list.",
+)
+UNDER_MIN_ISR_PARTITIONS = Gauge(
+    "headwater_broker_under_min_isr_partitions",
+    "Partitions this broker leads with fewer in-sync replicas than min.insync.replicas "
+    "(acks=all writes are refused with 503 50303).",
+)
+FOLLOWER_LAG = Gauge(
+    "headwater_broker_follower_lag_records",
+    "Largest gap between this leader's log end and a follower's last fetch offset, by topic and "
+    "partition (a follower that has not fetched in this leader epoch counts from 0).",
+    ["topic", "partition"],
+)

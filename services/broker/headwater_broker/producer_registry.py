@@ -1,111 +1,79 @@
-"""Issued idempotent-producer ids and their epochs, durable in ``<data_dir>/producers.json``.
+"""This broker's view of idempotent producers: each id's current epoch and last use.
 
-File layout (JSON, replaced atomically and fsynced on every issue or epoch bump)::
+Ids and epochs are issued cluster-wide (``cluster/producer_ids.py``: blocks of ids from the
+metadata store, epochs bumped with compare-and-set there), so a producer may get its id at one
+broker and write to partitions led by others. The registry caches what this broker has learnt
+and tells the produce path when to ask the store:
 
-    {"next_id": 7, "producers": {"<id>": [epoch, last_used_ms], ...}}
+* an epoch equal to the cached one is current (no store call on the hot path);
+* an older epoch is fenced at once (epochs only grow);
+* an unknown id, or a newer epoch than cached, is looked up in the store once.
 
-``next_id`` only grows, so an id is never issued twice -- not after a restart, not after the id
-expired (unused for ``BROKER_PRODUCER_ID_EXPIRATION_MS``). Bumping the epoch fences every older
-instance of the same producer id: their batches get InvalidProducerEpochError.
+Ids unused here for ``BROKER_PRODUCER_ID_EXPIRATION_MS`` are forgotten with their partition
+state, as Kafka's ``producer.id.expiration.ms``; the store keeps the id, so a producer that comes
+back is looked up again and is judged by its epoch there.
 """
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
-
-import orjson
 
 from headwater.errors import InvalidProducerEpochError, UnknownProducerIdError
 from headwater.types import ProducerEpoch, ProducerId
 
 MAX_EPOCH = 2**15 - 1  # epochs are int16 in the batch header
+UNKNOWN_EPOCH = -1
 
 
 class ProducerRegistry:
-    """Producer ids this broker issued, with each one's current epoch and last use."""
+    """Producer ids seen here: id -> [epoch (-1 = not looked up yet), last_used_ms]."""
 
-    def __init__(self, path: Path, expiration_ms: int) -> None:
-        self.path = path
+    def __init__(self, expiration_ms: int) -> None:
         self.expiration_ms = expiration_ms
-        self.next_id = 0
-        self.producers: dict[int, list[int]] = {}  # id -> [epoch, last_used_ms]
+        self.producers: dict[int, list[int]] = {}
 
-    def load(self) -> None:
-        try:
-            body = orjson.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return
-        self.next_id = int(body["next_id"])
-        self.producers = {int(k): [int(v[0]), int(v[1])] for k, v in body["producers"].items()}
-
-    def save(self) -> None:
-        producers = {str(k): v for k, v in self.producers.items()}
-        body = {"next_id": self.next_id, "producers": producers}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps(body))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def init_producer(
-        self, producer_id: int | None, epoch: int | None, now_ms: int
-    ) -> tuple[ProducerId, ProducerEpoch]:
-        """Issue a new id (epoch 0), or bump the epoch of ``producer_id`` if ``epoch`` is current.
-
-        An exhausted epoch gets a fresh id, as Kafka does.
-        """
-        if producer_id is None:
-            return self._issue(now_ms)
+    def learn(self, producer_id: ProducerId, epoch: ProducerEpoch, now_ms: int) -> None:
+        """Record an id and epoch the store issued or confirmed."""
         current = self.producers.get(producer_id)
         if current is None:
-            raise UnknownProducerIdError(
-                f"Unknown producer id {producer_id}: never issued by this broker, or expired"
-            )
-        if epoch is None or epoch != current[0]:
+            self.producers[producer_id] = [epoch, now_ms]
+        else:
+            current[0] = max(current[0], epoch)
+            current[1] = max(current[1], now_ms)
+
+    def needs_lookup(self, producer_id: int, epoch: int) -> bool:
+        """True when the store must be asked; raises when the epoch is known to be fenced."""
+        current = self.producers.get(producer_id)
+        if current is None or current[0] == UNKNOWN_EPOCH or epoch > current[0]:
+            return True
+        if epoch < current[0]:
             raise InvalidProducerEpochError(
-                f"Producer {producer_id} epoch {epoch} is not the current epoch {current[0]}: "
-                "another instance has taken over this producer id"
+                f"Producer {producer_id} epoch {epoch} is older than the current epoch "
+                f"{current[0]}: this producer has been fenced"
             )
-        if current[0] >= MAX_EPOCH:
-            del self.producers[producer_id]
-            return self._issue(now_ms)
-        current[0] += 1
-        current[1] = now_ms
-        self.save()
-        return ProducerId(producer_id), ProducerEpoch(current[0])
+        return False
 
-    def _issue(self, now_ms: int) -> tuple[ProducerId, ProducerEpoch]:
-        producer_id = self.next_id
-        self.next_id += 1
-        self.producers[producer_id] = [0, now_ms]
-        self.save()  # durable before anyone can use the id: never issued twice
-        return ProducerId(producer_id), ProducerEpoch(0)
-
-    def check(self, producer_id: int, epoch: int) -> None:
-        """Raise unless ``producer_id`` is live and ``epoch`` is its current epoch."""
-        current = self.producers.get(producer_id)
-        if current is None:
+    def judge(
+        self, producer_id: int, epoch: int, stored: ProducerEpoch | None, now_ms: int
+    ) -> None:
+        """Judge a batch's epoch against the store's answer (None: the id was never issued)."""
+        if stored is None:
             raise UnknownProducerIdError(
-                f"Unknown producer id {producer_id}: never issued by this broker, or expired "
+                f"Unknown producer id {producer_id}: never issued by this cluster, or expired "
                 f"after {self.expiration_ms} ms without use; get a new one from POST /producers"
             )
-        if epoch != current[0]:
-            older = "older than" if epoch < current[0] else "not"
+        self.learn(ProducerId(producer_id), stored, now_ms)
+        if epoch != stored:
+            older = "older than" if epoch < stored else "not"
             raise InvalidProducerEpochError(
                 f"Producer {producer_id} epoch {epoch} is {older} the current epoch "
-                f"{current[0]}: this producer has been fenced"
+                f"{stored}: this producer has been fenced"
             )
 
     def touch(self, producer_id: int, now_ms: int) -> None:
         current = self.producers.get(producer_id)
-        if current is not None and now_ms > current[1]:
+        if current is None:
+            # Known from a partition's state after a restart: its epoch is looked up when used.
+            self.producers[producer_id] = [UNKNOWN_EPOCH, now_ms]
+        elif now_ms > current[1]:
             current[1] = now_ms
 
     def expire(self, now_ms: int) -> list[int]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from headwater_broker.cluster.settings import ClusterSettings
 from headwater_broker.log.partition import FsyncPolicy
 from headwater_kernel.settings import ServiceSettings
 
@@ -30,6 +31,22 @@ class BrokerSettings(ServiceSettings):
     default_partitions: int = Field(default=1, ge=1)
     auto_create_topics: bool = False
     producer_id_expiration_ms: int = Field(default=86_400_000, ge=1)
+    # The cluster (docs/cluster.md, "Where it lives"): "" = sqlite:///<data dir>/cluster.db, so a
+    # broker started alone is a one-broker cluster.
+    metadata_url: str = ""
+    session_timeout_ms: int = Field(default=1500, ge=1)
+    heartbeat_interval_ms: int = Field(default=250, ge=1)
+    controller_lease_ms: int = Field(default=2000, ge=1)
+    metadata_poll_ms: int = Field(default=100, ge=1)
+    rack: str | None = None
+    replica_lag_time_max_ms: int = Field(default=10_000, ge=1)
+    metadata_change_retention_ms: int = Field(default=3_600_000, ge=1)
+    # How long a request relayed to another broker (leader or controller) may take.
+    forward_timeout_ms: int = Field(default=30_000, ge=1)
+    # acks=all waits at most this long for the in-sync replicas (then 504 50401).
+    request_timeout_ms: int = Field(default=30_000, ge=1)
+    # How long start-up waits for the controller to record this broker active.
+    startup_timeout_ms: int = Field(default=30_000, ge=1)
 
     @model_validator(mode="after")
     def _derive_defaults(self) -> BrokerSettings:
@@ -39,7 +56,22 @@ class BrokerSettings(ServiceSettings):
             self.advertised_url = f"http://127.0.0.1:{self.port}"
         if not self.data_dir:
             self.data_dir = str(Path("data") / f"broker-{self.id}")
+        if not self.metadata_url:
+            self.metadata_url = f"sqlite:///{Path(self.data_dir).resolve() / 'cluster.db'}"
+        self.cluster_settings()  # refuse inconsistent timeouts at start, with the rule broken
         return self
+
+    def cluster_settings(self) -> ClusterSettings:
+        return ClusterSettings(
+            metadata_url=self.metadata_url,
+            session_timeout_ms=self.session_timeout_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            controller_lease_ms=self.controller_lease_ms,
+            metadata_poll_ms=self.metadata_poll_ms,
+            rack=self.rack,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            change_retention_ms=self.metadata_change_retention_ms,
+        )
 
     @property
     def data_path(self) -> Path:

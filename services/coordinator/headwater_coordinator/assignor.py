@@ -20,7 +20,7 @@ import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import PartitionId
 
 
@@ -30,37 +30,37 @@ class MemberSubscription:
 
     member_id: str
     topics: frozenset[str]
-    previous: frozenset[TopicPartition] = field(default_factory=frozenset)
+    previous: frozenset[PartitionKey] = field(default_factory=frozenset)
 
 
 Assignor = Callable[
-    [Sequence[MemberSubscription], Mapping[str, int]], dict[str, frozenset[TopicPartition]]
+    [Sequence[MemberSubscription], Mapping[str, int]], dict[str, frozenset[PartitionKey]]
 ]
 
 
 @functools.lru_cache(maxsize=1024)
-def _topic_partitions(topic: str, count: int) -> tuple[TopicPartition, ...]:
+def _topic_partitions(topic: str, count: int) -> tuple[PartitionKey, ...]:
     """Every partition of a topic with ``count`` partitions, in order.
 
     Cached: an assignor needs every partition of every subscribed topic on each rebalance, and
     the same few topics and counts come back each time.
     """
-    return tuple(TopicPartition(topic, PartitionId(p)) for p in range(count))
+    return tuple(PartitionKey(topic, PartitionId(p)) for p in range(count))
 
 
-def _partitions(topics: Mapping[str, int], wanted: set[str]) -> list[TopicPartition]:
+def _partitions(topics: Mapping[str, int], wanted: set[str]) -> list[PartitionKey]:
     return [tp for t in sorted(wanted) for tp in _topic_partitions(t, topics.get(t, 0))]
 
 
 def uniform(
     members: Sequence[MemberSubscription], topics: Mapping[str, int]
-) -> dict[str, frozenset[TopicPartition]]:
+) -> dict[str, frozenset[PartitionKey]]:
     """Balanced, sticky assignment (see the module docstring)."""
     subs = {m.member_id: m.topics for m in members}
-    owned: dict[str, set[TopicPartition]] = {m.member_id: set() for m in members}
+    owned: dict[str, set[PartitionKey]] = {m.member_id: set() for m in members}
     everything = _partitions(topics, set().union(*subs.values()) if subs else set())
     valid = set(everything)
-    taken: set[TopicPartition] = set()
+    taken: set[PartitionKey] = set()
     # 1. Stickiness: keep previous partitions that still exist and are still subscribed to. When
     # every member subscribes to the same topics the balanced counts are known up front (the
     # members that kept most get the larger share), so keeping stops at each member's quota.
@@ -120,9 +120,9 @@ def uniform(
 
 def range_(
     members: Sequence[MemberSubscription], topics: Mapping[str, int]
-) -> dict[str, frozenset[TopicPartition]]:
+) -> dict[str, frozenset[PartitionKey]]:
     """Kafka's range assignment (see the module docstring)."""
-    owned: dict[str, set[TopicPartition]] = {m.member_id: set() for m in members}
+    owned: dict[str, set[PartitionKey]] = {m.member_id: set() for m in members}
     for topic in sorted(set().union(*(m.topics for m in members)) if members else set()):
         subscribers = sorted(m.member_id for m in members if topic in m.topics)
         count = topics.get(topic, 0)

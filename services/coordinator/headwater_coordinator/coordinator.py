@@ -47,7 +47,7 @@ from headwater.groups.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedAssignorError,
 )
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import MemberEpoch, Offset, PartitionId
 from headwater_coordinator import metrics, names
 from headwater_coordinator.assignor import ASSIGNORS
@@ -95,7 +95,7 @@ class HeartbeatAnswer:
     member_id: str
     member_epoch: MemberEpoch
     heartbeat_interval_ms: int
-    assignment: Collection[TopicPartition]
+    assignment: Collection[PartitionKey]
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class Coordinator:
         member_epoch: int,
         instance_id: str | None = None,
         topics: Collection[str] | None = None,
-        owned: Collection[TopicPartition] | None = None,
+        owned: Collection[PartitionKey] | None = None,
         session_timeout_ms: int | None = None,
         rebalance_timeout_ms: int | None = None,
         assignor: str | None = None,
@@ -493,7 +493,9 @@ class Coordinator:
                 info = await self.metadata.topic(topic, fresh=True)
                 if info is None:
                     raise UnknownTopicOrPartitionError(f"topic {topic} does not exist")
-                for partition, end in sorted(info.end.items()):
+                for index in range(info.partitions):
+                    partition = PartitionId(index)
+                    end = info.require_end(partition)
                     if strategy == "earliest":
                         offset = info.beginning[partition]
                     elif strategy == "latest":
@@ -546,6 +548,7 @@ class Coordinator:
             info = await self.metadata.topic(topic, fresh=fresh)
             if info is None:
                 continue
+            # A partition without a leader has no known end now: left out until it has one.
             for partition, end in sorted(info.end.items()):
                 offset = committed.get((topic, partition))
                 base = info.beginning[partition] if offset is None else offset
@@ -553,7 +556,7 @@ class Coordinator:
                     PartitionLag(
                         topic=topic,
                         partition=partition,
-                        member_id=owners.get(TopicPartition(topic, partition)),
+                        member_id=owners.get(PartitionKey(topic, partition)),
                         committed_offset=offset,
                         end_offset=end,
                         lag=max(0, end - base),

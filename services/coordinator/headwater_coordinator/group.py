@@ -29,7 +29,7 @@ from headwater.groups.errors import (
     FencedMemberEpochError,
     UnknownMemberError,
 )
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import GroupEpoch, MemberEpoch
 from headwater_coordinator.assignor import ASSIGNORS, DEFAULT_ASSIGNOR, MemberSubscription
 
@@ -38,7 +38,7 @@ LEAVE_EPOCH = MemberEpoch(-1)
 STATIC_LEAVE_EPOCH = MemberEpoch(-2)
 
 
-def encode_partitions(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+def encode_partitions(tps: Iterable[PartitionKey]) -> dict[str, list[int]]:
     """``{topic: [partition, ...]}`` with sorted keys and partitions (the stored/wire shape)."""
     out: dict[str, list[int]] = {}
     for topic, partition in sorted(tps):
@@ -46,13 +46,13 @@ def encode_partitions(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
     return out
 
 
-def decode_partitions(raw: Mapping[str, Iterable[int]]) -> set[TopicPartition]:
+def decode_partitions(raw: Mapping[str, Iterable[int]]) -> set[PartitionKey]:
     """The inverse of :func:`encode_partitions`."""
     # tuple.__new__ skips NamedTuple's Python-level __new__ (and PartitionId, the identity at run
     # time): a rebalance decodes every member's partitions, and this keeps that as cheap as it
-    # was with plain tuples (calling TopicPartition costs more than twice as much).
+    # was with plain tuples (calling PartitionKey costs more than twice as much).
     new = tuple.__new__
-    return {new(TopicPartition, (topic, p)) for topic, ps in raw.items() for p in ps}
+    return {new(PartitionKey, (topic, p)) for topic, ps in raw.items() for p in ps}
 
 
 class Member:
@@ -74,9 +74,9 @@ class Member:
         rebalance_timeout_ms: int,
         joined_ms: int,
         last_heartbeat_ms: int,
-        assigned: set[TopicPartition] | None = None,
-        revoking: set[TopicPartition] | None = None,
-        target: set[TopicPartition] | None = None,
+        assigned: set[PartitionKey] | None = None,
+        revoking: set[PartitionKey] | None = None,
+        target: set[PartitionKey] | None = None,
         revoke_deadline_ms: int = 0,
         left_static: bool = False,
     ) -> None:
@@ -104,40 +104,40 @@ class Member:
             self._target = decode_partitions(raw["target"])
 
     @property
-    def assigned(self) -> set[TopicPartition]:
+    def assigned(self) -> set[PartitionKey]:
         """Partitions the member has been told it owns."""
         self._decode()
         return self._assigned
 
     @assigned.setter
-    def assigned(self, value: set[TopicPartition]) -> None:
+    def assigned(self, value: set[PartitionKey]) -> None:
         self._decode()
         self._assigned = value
 
     @property
-    def revoking(self) -> set[TopicPartition]:
+    def revoking(self) -> set[PartitionKey]:
         """Partitions taken from the member that it has not yet confirmed releasing."""
         self._decode()
         return self._revoking
 
     @revoking.setter
-    def revoking(self, value: set[TopicPartition]) -> None:
+    def revoking(self, value: set[PartitionKey]) -> None:
         self._decode()
         self._revoking = value
 
     @property
-    def target(self) -> set[TopicPartition]:
+    def target(self) -> set[PartitionKey]:
         """What the assignor wants the member to own."""
         self._decode()
         return self._target
 
     @target.setter
-    def target(self, value: set[TopicPartition]) -> None:
+    def target(self, value: set[PartitionKey]) -> None:
         self._decode()
         self._target = value
 
     @property
-    def owned(self) -> set[TopicPartition]:
+    def owned(self) -> set[PartitionKey]:
         """Partitions the group counts as this member's until it releases them."""
         return self.assigned | self.revoking
 
@@ -200,7 +200,7 @@ class HeartbeatRequest:
     member_epoch: MemberEpoch
     instance_id: str | None
     topics: frozenset[str] | None
-    owned: set[TopicPartition] | None
+    owned: set[PartitionKey] | None
     session_timeout_ms: int
     rebalance_timeout_ms: int
     assignor: str | None
@@ -210,7 +210,7 @@ class HeartbeatRequest:
 class HeartbeatResult:
     member_id: str
     member_epoch: MemberEpoch
-    assignment: set[TopicPartition]
+    assignment: set[PartitionKey]
     reconciling: bool
 
 
@@ -308,8 +308,8 @@ class GroupState:
                 return "Reconciling"
         return "Stable"
 
-    def owners(self) -> dict[TopicPartition, str]:
-        out: dict[TopicPartition, str] = {}
+    def owners(self) -> dict[PartitionKey, str]:
+        out: dict[PartitionKey, str] = {}
         for m in self.members.values():
             for tp in m.owned:
                 out[tp] = m.member_id
@@ -395,7 +395,7 @@ class GroupState:
     def reconcile(
         self,
         member: Member,
-        owned: set[TopicPartition] | None,
+        owned: set[PartitionKey] | None,
         now_ms: int,
         known_epoch: MemberEpoch,
     ) -> None:

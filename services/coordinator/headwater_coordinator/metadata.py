@@ -4,10 +4,12 @@ The coordinator needs partition counts (for assignment), end offsets (lag, offse
 resets) and timestamp lookups. Brokers are tried in order until one answers; concurrent requests
 for the same topic share one fetch, so a burst of heartbeats makes one broker call.
 
-A name that cannot be a topic (``headwater_coordinator.names``) is not asked about: no topic
-has it. Every other name still goes into a broker URL as escaped path segments
-(:func:`topic_path`), so that a name is only ever asked about as itself -- never as another route
-(``../healthz``) or another topic (``T?x=1``, ``T#frag``).
+In a cluster a topic's description may come without the offsets of partitions the answering
+broker cannot read (``null``, or -1 while their leader is down); those are asked of each
+partition's leader (its URL from ``GET /cluster``, cached like topics), else of any broker. A
+partition without a leader has no known offsets for now: it still counts for assignment, lag
+leaves it out, and validating a commit or a reset against it answers 503 50302 (retriable)
+rather than guessing.
 """
 
 from __future__ import annotations
@@ -38,13 +40,29 @@ def topic_path(topic: str, *rest: str | int) -> str:
 
 @dataclass(frozen=True)
 class TopicInfo:
+    """A topic's partition count and the offsets known now (a partition without a leader has
+    none: it is absent from ``beginning`` and ``end``)."""
+
     name: str
     beginning: dict[PartitionId, Offset]
     end: dict[PartitionId, Offset]
+    count: int = -1
 
     @property
     def partitions(self) -> int:
-        return len(self.end)
+        return self.count if self.count >= 0 else len(self.end)
+
+    def has(self, partition: PartitionId) -> bool:
+        return 0 <= partition < self.partitions
+
+    def require_end(self, partition: PartitionId) -> Offset:
+        """``partition``'s end offset; 503 50302 while no broker can tell it (no leader)."""
+        end = self.end.get(partition)
+        if end is None:
+            raise BrokersUnavailableError(
+                f"{self.name}/{partition} has no leader now: its offsets are unknown; retry"
+            )
+        return end
 
 
 class BrokerMetadata:
@@ -61,6 +79,7 @@ class BrokerMetadata:
         self.ttl_s = ttl_s
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout_s)
         self._cache: dict[str, tuple[float, TopicInfo | None]] = {}
+        self._leaders: tuple[float, dict[int, str]] = (-1e9, {})  # GET /cluster: id -> URL
         self._inflight: dict[str, asyncio.Future[TopicInfo | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -91,16 +110,70 @@ class BrokerMetadata:
         response = await self._get(topic_path(topic))
         if response.status_code == 404:
             return None
+        beginning: dict[PartitionId, Offset] = {}
+        end: dict[PartitionId, Offset] = {}
+        unknown: dict[PartitionId, int] = {}  # partition -> its leader (-1 none)
         try:
             response.raise_for_status()
             partitions = response.json()["partitions"]
-            beginning = {
-                PartitionId(p["partition"]): Offset(p["beginning_offset"]) for p in partitions
-            }
-            end = {PartitionId(p["partition"]): Offset(p["end_offset"]) for p in partitions}
+            for p in partitions:
+                partition = PartitionId(p["partition"])
+                begin, last = p.get("beginning_offset"), p.get("end_offset")
+                if begin is None or last is None or begin < 0 or last < 0:
+                    leader = p.get("leader")
+                    unknown[partition] = leader if isinstance(leader, int) else -1
+                else:
+                    beginning[partition], end[partition] = Offset(begin), Offset(last)
         except (httpx.HTTPStatusError, ValueError, KeyError, TypeError) as exc:
             raise _unexpected(response, exc) from exc
-        return TopicInfo(topic, beginning, end)
+        if unknown:
+            found = await asyncio.gather(
+                *(self._leader_offsets(topic, p, leader) for p, leader in unknown.items())
+            )
+            for partition, offsets in zip(unknown, found, strict=True):
+                if offsets is not None:
+                    beginning[partition], end[partition] = offsets
+        return TopicInfo(topic, beginning, end, count=len(partitions))
+
+    async def _leader_urls(self) -> dict[int, str]:
+        """Broker id -> URL from ``GET /cluster`` (cached for the TTL; empty from brokers
+        without it)."""
+        fetched, urls = self._leaders
+        if time.monotonic() - fetched < self.ttl_s:
+            return urls
+        try:
+            response = await self._get("/cluster")
+            body = response.json() if response.status_code == 200 else {}
+            urls = {int(b["broker_id"]): str(b["url"]) for b in body.get("brokers", ())}
+        except (BrokersUnavailableError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("reading GET /cluster failed: %s", exc)
+        self._leaders = (time.monotonic(), urls)
+        return urls
+
+    async def _leader_offsets(
+        self, topic: str, partition: PartitionId, leader: int
+    ) -> tuple[Offset, Offset] | None:
+        """``partition``'s (beginning, end) from its leader, else from any broker (which
+        forwards); None when it has no leader or nobody answers."""
+        if leader < 0:
+            return None
+        path = topic_path(topic, "partitions", int(partition), "offsets")
+        url = (await self._leader_urls()).get(leader)
+        try:
+            if url is not None:
+                try:
+                    response = await self._http.get(url.rstrip("/") + path)
+                except httpx.HTTPError:
+                    response = await self._get(path)
+            else:
+                response = await self._get(path)
+            if response.status_code != 200:
+                return None
+            body = response.json()
+            return Offset(int(body["beginning_offset"])), Offset(int(body["end_offset"]))
+        except (BrokersUnavailableError, ValueError, KeyError, TypeError) as exc:
+            log.info("offsets of %s/%s unknown for now: %s", topic, partition, exc)
+            return None
 
     async def topic(
         self, name: str, *, fresh: bool = False, stale_ok: bool = False
@@ -159,8 +232,9 @@ class BrokerMetadata:
         info = await self.topic(topic, fresh=fresh, stale_ok=True)
         if (info is None or partition not in info.end) and not fresh:
             info = await self.topic(topic, fresh=True)
-        if info is None or partition not in info.end:
+        if info is None or not info.has(partition):
             raise UnknownTopicOrPartitionError(f"{topic}/{partition} does not exist")
+        info.require_end(partition)
         return info
 
     async def offset_for_time(

@@ -16,10 +16,11 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Self
 
 import orjson
+
+from headwater.closeable import Closeable
 
 LOCK_FILE = ".lock"
 
@@ -34,7 +35,7 @@ class DirectoryInUseError(Exception):
         super().__init__(f"{directory} is in use by process {pid}")
 
 
-class DirectoryLock:
+class DirectoryLock(Closeable, closes_with="release"):
     """An exclusive, non-blocking lock on ``directory`` held from :meth:`acquire` to
     :meth:`release` (or to the exit of the last process holding its descriptor)."""
 
@@ -83,17 +84,6 @@ class DirectoryLock:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
             self._file.close()
             self._file = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 def read_note(path: Path) -> dict[str, Any]:

@@ -258,3 +258,23 @@ def test_a_broker_url_that_reaches_no_headwater_service_says_so(tmp_path: Path) 
     finally:
         web.terminate()
         web.wait(timeout=10)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(broker: ServiceProcess) -> None:
+    topic = unique("cli-pipe")
+    assert headwater(broker, "topics", "create", topic).returncode == 0
+    env = {**os.environ, "HEADWATER_BROKERS": broker.url}
+    # `headwater topics describe T | head -0`: the reader is gone before the first line.
+    read, write = os.pipe()
+    os.close(read)
+    with subprocess.Popen(
+        [sys.executable, "-m", "headwater_cli", "topics", "describe", topic],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    ) as process:
+        os.close(write)
+        _, stderr = process.communicate(timeout=60)
+    assert stderr == b""  # no traceback, no "Exception ignored" at exit
+    assert process.returncode == 141  # 128 + SIGPIPE, as a shell reports `... | head`

@@ -26,7 +26,7 @@ def urls(offset: int) -> tuple[str, str, str]:
     return registry, broker, coordinator
 
 
-def start_up(data_dir: Path, offset: int) -> subprocess.Popen[str]:
+def start_up(data_dir: Path, offset: int, *extra: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "REGISTRY_"))}
     env.pop("COORDINATOR_REDIS_URL", None)  # embedded defaults: the private Redis
     return subprocess.Popen(
@@ -39,6 +39,7 @@ def start_up(data_dir: Path, offset: int) -> subprocess.Popen[str]:
             str(data_dir),
             "--port-offset",
             str(offset),
+            *extra,
         ],
         cwd=ROOT,
         env=env,
@@ -245,3 +246,40 @@ def _alive(pid: int) -> bool:
     # An orphan that exited but is not reaped yet counts as gone.
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().split()[2] != "Z"
+
+
+def test_up_runs_a_cluster_and_starts_a_killed_broker_again(tmp_path: Path) -> None:
+    offset = port_offset_with_free_ports()
+    up = start_up(tmp_path, offset, "--brokers", "2")
+    try:
+        output = wait_until_up(up)
+        first, second = (f"http://127.0.0.1:{8082 + offset + i}" for i in (0, 1))
+        assert f"broker-1     {second}" in output
+        described = subprocess.run(
+            [sys.executable, "-m", "headwater_cli", "cluster", "describe"],
+            cwd=ROOT,
+            env={**os.environ, "HEADWATER_BROKERS": second},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert described.returncode == 0, described.stderr
+        lines = described.stdout.splitlines()
+        assert lines[1].startswith("Controller: broker ")
+        assert lines[2].split() == ["BROKER", "STATE", "RACK", "URL"]
+        assert [line.split()[0] for line in lines[3:]] == ["0", "1"]
+        assert (tmp_path / "cluster.db").exists()  # one metadata file, shared
+        pid = httpx.get(f"{second}/healthz").json()["pid"]
+        os.kill(pid, signal.SIGKILL)
+        assert up.stdout is not None
+        deadline = time.monotonic() + 90
+        seen = ""
+        while "broker-1 is back" not in seen and time.monotonic() < deadline:
+            seen += up.stdout.readline()
+        assert "headwater: broker-1 exited; starting it again in 2 s" in seen
+        assert "broker-1 is back" in seen
+        assert httpx.get(f"{second}/healthz").json()["pid"] != pid
+        assert httpx.get(f"{first}/cluster").status_code == 200  # the rest kept running
+        assert up.poll() is None
+    finally:
+        stop(up)

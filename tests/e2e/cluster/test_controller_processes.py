@@ -82,6 +82,8 @@ class Candidate:
                 self.process.kill()
                 self.process.wait()
         self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self.stderr.close()
 
 

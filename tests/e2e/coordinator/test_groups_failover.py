@@ -90,28 +90,31 @@ def stable_assignment(
 
 
 def start_member(platform: Platform, topic: str, group: str, n: int) -> subprocess.Popen[bytes]:
-    out = open(platform.tmp / f"member-{n}.out", "wb")  # noqa: SIM115  # closed by the process
-    err = open(platform.tmp / f"member-{n}.err", "wb")  # noqa: SIM115
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "headwater_cli",
-            "consume",
-            topic,
-            "--group",
-            group,
-            "--coordinator",
-            platform.coordinator.url,
-            "--bootstrap-server",
-            platform.broker.url,
-            "--from-beginning",
-            "--print-offset",
-        ],
-        stdout=out,
-        stderr=err,
-        cwd=ROOT,
-    )
+    # The child writes through its own copies of the descriptors; ours close once it has them.
+    with (
+        open(platform.tmp / f"member-{n}.out", "wb") as out,
+        open(platform.tmp / f"member-{n}.err", "wb") as err,
+    ):
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "headwater_cli",
+                "consume",
+                topic,
+                "--group",
+                group,
+                "--coordinator",
+                platform.coordinator.url,
+                "--bootstrap-server",
+                platform.broker.url,
+                "--from-beginning",
+                "--print-offset",
+            ],
+            stdout=out,
+            stderr=err,
+            cwd=ROOT,
+        )
 
 
 def consumed(platform: Platform, members: int) -> list[tuple[int, int]]:

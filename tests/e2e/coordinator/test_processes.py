@@ -64,14 +64,14 @@ class Ownership:
         self.owner: dict[TopicPartition, str] = {}
         self.violations: list[str] = []
 
-    def assigned(self, name: str, partitions: set[TopicPartition]) -> None:
+    def assigned(self, name: str, partitions: list[TopicPartition]) -> None:
         with self.lock:
             for tp in partitions:
                 if tp in self.owner:
                     self.violations.append(f"{tp} given to {name} while {self.owner[tp]} owns it")
                 self.owner[tp] = name
 
-    def revoked(self, name: str, partitions: set[TopicPartition]) -> None:
+    def revoked(self, name: str, partitions: list[TopicPartition]) -> None:
         with self.lock:
             for tp in partitions:
                 if self.owner.get(tp) == name:
@@ -85,15 +85,15 @@ class Member(threading.Thread):
         self.consumer = Consumer(config)
         self.consumer.subscribe(
             [topic],
-            on_assign=lambda ps: book.assigned(name, ps),
-            on_revoke=lambda ps: book.revoked(name, ps),
+            on_assign=lambda _consumer, ps: book.assigned(name, ps),
+            on_revoke=lambda _consumer, ps: book.revoked(name, ps),
         )
         self.stopping = threading.Event()
         self.records = 0
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            self.records += len(self.consumer.poll(0.1))
+            self.records += len(self.consumer.consume(500, 0.1))
         self.consumer.close()
 
 

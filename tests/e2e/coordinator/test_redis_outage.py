@@ -1,5 +1,6 @@
 """The SDK through a Redis outage under a coordinator process: a member's commit is retried while
-the coordinator answers 503 50311, and lands once Redis is back -- no restart of anything."""
+the coordinator answers 503 50311, and lands once Redis is back; a consumer reading where to start
+waits for the committed offset the same way -- no restart of anything."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from headwater import AdminClient, Producer
+from headwater import AdminClient, Consumer, Producer
 from headwater.groups.client import CoordinatorClient
+from headwater.groups.consumer_group import ConsumerGroup
 from headwater.groups.membership import GroupMembership
 from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
@@ -68,3 +70,37 @@ def test_a_commit_is_retried_through_a_redis_outage(
             assert client.committed(group) == {tp: 3}
         finally:
             member.leave()
+
+
+def test_a_committed_offset_is_waited_for_through_a_redis_outage(
+    platform: tuple[ServiceProcess, ServiceProcess, RedisProcess],
+) -> None:
+    """Where an assigned partition starts is read from the coordinator: while it answers 503
+    50311 the consumer waits (up to request.timeout.ms) instead of failing or guessing."""
+    broker, coordinator, store = platform
+    topic, group = unique("t"), unique("g")
+    tp = TopicPartition(topic, PartitionId(0))
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, 1)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        for i in range(5):
+            producer.produce(topic, b"%d" % i, partition=0)
+        producer.flush(30)
+    with CoordinatorClient(coordinator.url) as client:
+        client.commit(group, {tp: 3})
+    config = {
+        "bootstrap.servers": broker.url,
+        "group.id": group,
+        "coordinator.url": coordinator.url,
+        "request.timeout.ms": 20_000,
+    }
+    with Consumer(config) as consumer:
+        view = ConsumerGroup(consumer, consumer.config)
+        store.stop()
+        back = threading.Timer(1.5, store.start)
+        back.start()
+        try:
+            assert view.initial_position(tp) == 3
+        finally:
+            back.join()
+            view.close()

@@ -6,8 +6,14 @@ import time
 
 import pytest
 
-from headwater import AdminClient, Consumer, Producer, TopicPartition
-from headwater.consumer import ConsumerRecord
+from headwater import (
+    OFFSET_BEGINNING,
+    AdminClient,
+    Consumer,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from headwater.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -35,8 +41,15 @@ def _filled_topic(broker: ServiceProcess, count: int, partitions: int = 1) -> st
     return topic
 
 
-def _tp(topic: str, partition: int = 0) -> TopicPartition:
-    return TopicPartition(topic, PartitionId(partition))
+def _tp(topic: str, partition: int = 0, offset: int | None = None) -> TopicPartition:
+    if offset is None:
+        return TopicPartition(topic, PartitionId(partition))
+    return TopicPartition(topic, PartitionId(partition), offset)
+
+
+def _position(consumer: Consumer, topic: str) -> int:
+    [tp] = consumer.position([_tp(topic)])
+    return tp.offset
 
 
 def test_consumer_reads_every_record_in_order(broker: ServiceProcess) -> None:
@@ -48,42 +61,75 @@ def test_consumer_reads_every_record_in_order(broker: ServiceProcess) -> None:
     }
     with Consumer(config) as consumer:
         consumer.assign([_tp(topic)])
-        got: list[ConsumerRecord] = []
+        got: list[Message] = []
         while len(got) < 1000:
-            batch = consumer.poll(5.0)
+            batch = consumer.consume(128, 5.0)
             assert 0 < len(batch) <= 128
             got.extend(batch)
-        assert consumer.poll(0.2) == []
-        assert consumer.position(_tp(topic)) == 1000
-    assert [r.offset for r in got] == list(range(1000))
-    assert [r.value for r in got] == [b"value-%d" % i for i in range(1000)]
-    assert {(r.topic, r.partition) for r in got} == {(topic, 0)}
+        assert consumer.poll(0.2) is None
+        assert consumer.consume(10, 0.2) == []
+        assert _position(consumer, topic) == 1000
+    assert [r.offset() for r in got] == list(range(1000))
+    assert [r.value() for r in got] == [b"value-%d" % i for i in range(1000)]
+    assert {(r.topic(), r.partition()) for r in got} == {(topic, 0)}
+
+
+def test_poll_returns_one_message_and_consume_a_list(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 5)
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic)])
+        first = consumer.poll(5.0)
+        assert isinstance(first, Message)
+        assert (first.topic(), first.partition(), first.offset(), first.value()) == (
+            topic,
+            0,
+            0,
+            b"value-0",
+        )
+        assert first.key() is None
+        assert first.headers() is None
+        assert first.error() is None
+        kind, ms = first.timestamp()
+        assert kind == 1
+        assert ms > 0
+        assert [m.offset() for m in consumer.consume(num_messages=3, timeout=5.0)] == [1, 2, 3]
+        assert [m.offset() for m in consumer.consume(10, 5.0)] == [4]
+        with pytest.raises(ValueError, match="num_messages"):
+            consumer.consume(0, 1.0)
 
 
 def test_seek_starts_mid_batch_and_position_follows(broker: ServiceProcess) -> None:
     topic = _filled_topic(broker, 300)
     with Consumer({"bootstrap.servers": broker.url, "max.poll.records": 10}) as consumer:
         consumer.assign([_tp(topic)])
-        consumer.seek(_tp(topic), 123)
-        assert consumer.position(_tp(topic)) == 123
-        records = consumer.poll(5.0)
-        assert [r.offset for r in records] == list(range(123, 133))
-        assert consumer.position(_tp(topic)) == 133
+        consumer.seek(_tp(topic, offset=123))
+        assert _position(consumer, topic) == 123
+        records = consumer.consume(10, 5.0)
+        assert [r.offset() for r in records] == list(range(123, 133))
+        assert _position(consumer, topic) == 133
         consumer.seek_to_beginning()
-        assert consumer.poll(5.0)[0].offset == 0
+        first = consumer.poll(5.0)
+        assert first is not None
+        assert first.offset() == 0
         consumer.seek_to_end()
-        assert consumer.position(_tp(topic)) == 300
+        assert _position(consumer, topic) == 300
+        consumer.seek(_tp(topic, offset=OFFSET_BEGINNING))
+        assert _position(consumer, topic) == 0
+    with Consumer({"bootstrap.servers": broker.url}) as consumer:
+        consumer.assign([_tp(topic, offset=290)])  # assign() starts where the offset says
+        assert [r.offset() for r in consumer.consume(100, 5.0)] == list(range(290, 300))
 
 
 def test_latest_reset_sees_only_new_records(broker: ServiceProcess) -> None:
     topic = _filled_topic(broker, 5)
     with Consumer({"bootstrap.servers": broker.url}) as consumer:
         consumer.assign([_tp(topic)])
-        assert consumer.position(_tp(topic)) == 5
-        assert consumer.poll(0.2) == []
+        assert _position(consumer, topic) == 5
+        assert consumer.poll(0.2) is None
         with Producer({"bootstrap.servers": broker.url}) as producer:
             producer.produce(topic, b"new", partition=0).result(10)
-        assert [(r.offset, r.value) for r in consumer.poll(5.0)] == [(5, b"new")]
+        assert [(r.offset(), r.value()) for r in consumer.consume(10, 5.0)] == [(5, b"new")]
 
 
 def test_poll_long_polls_until_a_record_arrives(broker: ServiceProcess) -> None:
@@ -92,7 +138,7 @@ def test_poll_long_polls_until_a_record_arrives(broker: ServiceProcess) -> None:
     topic = _filled_topic(broker, 1)
     with Consumer({"bootstrap.servers": broker.url, "fetch.max.wait.ms": 3000}) as consumer:
         consumer.assign([_tp(topic)])
-        consumer.position(_tp(topic))
+        consumer.position([_tp(topic)])
 
         def produce_later() -> None:
             time.sleep(0.3)
@@ -102,10 +148,10 @@ def test_poll_long_polls_until_a_record_arrives(broker: ServiceProcess) -> None:
         thread = threading.Thread(target=produce_later)
         started = time.monotonic()
         thread.start()
-        records = consumer.poll(5.0)
+        records = consumer.consume(10, 5.0)
         waited = time.monotonic() - started
         thread.join()
-    assert [r.value for r in records] == [b"late"]
+    assert [r.value() for r in records] == [b"late"]
     assert 0.25 < waited < 4.0
 
 
@@ -114,14 +160,14 @@ def test_out_of_range_position_resets_or_raises(broker: ServiceProcess) -> None:
     config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
     with Consumer(config) as consumer:
         consumer.assign([_tp(topic)])
-        consumer.seek(_tp(topic), 50)
+        consumer.seek(_tp(topic, offset=50))
         # The out-of-range fetch resets the position to the log start within the same poll.
-        assert [r.offset for r in consumer.poll(5.0)] == list(range(10))
+        assert [r.offset() for r in consumer.consume(100, 5.0)] == list(range(10))
     with Consumer({"bootstrap.servers": broker.url, "auto.offset.reset": "none"}) as consumer:
         consumer.assign([_tp(topic)])
         with pytest.raises(OffsetOutOfRangeError, match=r"auto\.offset\.reset is none"):
-            consumer.position(_tp(topic))
-        consumer.seek(_tp(topic), 50)
+            consumer.position([_tp(topic)])
+        consumer.seek(_tp(topic, offset=50))
         with pytest.raises(OffsetOutOfRangeError, match=r"valid range is \[0, 10\]"):
             consumer.poll(0.5)
 
@@ -131,11 +177,11 @@ def test_several_partitions_are_all_served(broker: ServiceProcess) -> None:
     config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
     with Consumer(config) as consumer:
         consumer.assign([_tp(topic, p) for p in range(3)])
-        got: list[ConsumerRecord] = []
+        got: list[Message] = []
         deadline = time.monotonic() + 20
         while len(got) < 90 and time.monotonic() < deadline:
-            got.extend(consumer.poll(1.0))
-    by_partition = {p: [r.value for r in got if r.partition == p] for p in range(3)}
+            got.extend(consumer.consume(500, 1.0))
+    by_partition = {p: [r.value() for r in got if r.partition() == p] for p in range(3)}
     assert by_partition == {p: [b"value-%d" % i for i in range(p, 90, 3)] for p in range(3)}
 
 
@@ -144,9 +190,9 @@ def test_assignment_and_seek_validation(broker: ServiceProcess) -> None:
         consumer.assign([_tp("a"), _tp("a"), _tp("b", 1)])
         assert consumer.assignment() == [_tp("a"), _tp("b", 1)]
         with pytest.raises(ValueError, match="c-0 is not assigned"):
-            consumer.seek(_tp("c"), 0)
-        with pytest.raises(ValueError, match="offset must be >= 0"):
-            consumer.seek(_tp("a"), -1)
+            consumer.seek(_tp("c", offset=0))
+        with pytest.raises(ValueError, match="needs an offset >= 0"):
+            consumer.seek(_tp("a"))  # OFFSET_INVALID: no offset given
 
 
 def test_admin_client_round_trip(broker: ServiceProcess) -> None:
@@ -155,7 +201,16 @@ def test_admin_client_round_trip(broker: ServiceProcess) -> None:
         created = admin.create_topic(topic, 2, 1, {"retention.ms": "3600000"})
         assert (created.name, len(created.partitions)) == (topic, 2)
         assert created.configs["retention.ms"] == "3600000"
-        assert topic in admin.list_topics()
+        assert topic in admin.topic_names()
+        metadata = admin.list_topics()
+        assert sorted(metadata.topics[topic].partitions) == [0, 1]
+        assert metadata.topics[topic].partitions[1].id == 1
+        [(_, only)] = admin.list_topics(topic, timeout=10).topics.items()
+        assert only.topic == topic
+        assert only.error is None
+        missing = admin.list_topics("no-such-" + topic).topics["no-such-" + topic]
+        assert isinstance(missing.error, TopicNotFoundError)
+        assert missing.partitions == {}
         with pytest.raises(TopicAlreadyExistsError):
             admin.create_topic(topic, 1)
         with pytest.raises(InvalidConfigError):
@@ -222,3 +277,60 @@ def test_broker_client_rest_proxy_routes(broker: ServiceProcess) -> None:
         )
         assert [p.partition for p in client.list_partitions(topic)] == [0, 1]
         assert client.healthy()
+
+
+def test_pause_resume_and_incremental_assignment(broker: ServiceProcess) -> None:
+    topic = _filled_topic(broker, 20, partitions=2)
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic, 0)])
+        consumer.incremental_assign([_tp(topic, 1, offset=5)])
+        assert consumer.assignment() == [_tp(topic, 0), _tp(topic, 1)]
+        assert [tp.offset for tp in consumer.position([_tp(topic, 1)])] == [5]
+        consumer.pause([_tp(topic, 0)])
+        got = consumer.consume(100, 5.0)
+        assert {(m.partition(), m.offset()) for m in got} == {(1, o) for o in range(5, 10)}
+        assert consumer.consume(100, 0.2) == []  # partition 0 is paused, 1 is drained
+        consumer.resume([_tp(topic, 0)])
+        assert [m.offset() for m in consumer.consume(100, 5.0)] == list(range(10))
+        consumer.incremental_unassign([_tp(topic, 0)])
+        assert consumer.assignment() == [_tp(topic, 1)]
+        consumer.unassign()
+        assert consumer.assignment() == []
+        assert consumer.poll(0.1) is None
+
+
+def test_watermarks_and_offsets_for_times(broker: ServiceProcess) -> None:
+    topic = unique("times")
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, 1)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        for ts in (1000, 2000, 3000):
+            producer.produce(topic, b"t%d" % ts, partition=0, timestamp=ts)
+        assert producer.flush(30) == 0
+    with Consumer({"bootstrap.servers": broker.url}) as consumer:
+        assert consumer.get_watermark_offsets(_tp(topic)) == (0, 3)
+        found = consumer.offsets_for_times([_tp(topic, offset=1500), _tp(topic, offset=9999)])
+        assert [(tp.topic, tp.partition, tp.offset) for tp in found] == [
+            (topic, 0, 1),
+            (topic, 0, -1),  # OFFSET_END: no record at or after that time
+        ]
+        assert topic in consumer.list_topics().topics
+
+
+def test_log_append_time_topics_say_so_in_the_timestamp_type(broker: ServiceProcess) -> None:
+    topic = unique("append-time")
+    with AdminClient({"bootstrap.servers": broker.url}) as admin:
+        admin.create_topic(topic, 1, configs={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        producer.produce(topic, b"stamped by the broker", timestamp=1_000)
+        assert producer.flush(30) == 0
+    config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.assign([_tp(topic)])
+        msg = consumer.poll(5.0)
+        assert msg is not None
+        kind, ms = msg.timestamp()
+        assert kind == 2  # TIMESTAMP_LOG_APPEND_TIME
+        assert ms >= before - 1000  # the broker's clock, not the producer's 1000

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition
-from headwater.consumer import ConsumerRecord
+from headwater.message import Message
 from headwater.types import PartitionId
 from tests.support import ROOT, ServiceProcess, free_port, unique
 
@@ -86,30 +86,30 @@ def consumer(platform: Platform, group: str, topic: str) -> Consumer:
     return c
 
 
-def poll_some(c: Consumer, timeout: float = 20.0) -> list[ConsumerRecord]:
+def poll_some(c: Consumer, timeout: float = 20.0) -> list[Message]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        records = c.poll(0.5)
+        records = c.consume(500, 0.5)
         if records:
             return records
     raise AssertionError("no records")
 
 
-def drain(c: Consumer, idle: float = 2.0) -> list[ConsumerRecord]:
+def drain(c: Consumer, idle: float = 2.0) -> list[Message]:
     """Everything left, committing after each batch (a well-behaved at-least-once consumer)."""
-    out: list[ConsumerRecord] = []
+    out: list[Message] = []
     quiet_until = time.monotonic() + idle
     while time.monotonic() < quiet_until:
-        records = c.poll(0.3)
+        records = c.consume(500, 0.3)
         if records:
             out.extend(records)
-            c.commit()
+            c.commit(asynchronous=False)
             quiet_until = time.monotonic() + idle
     return out
 
 
-def where(records: list[ConsumerRecord]) -> list[tuple[int, int]]:
-    return [(r.partition, r.offset) for r in records]
+def where(records: list[Message]) -> list[tuple[int, int]]:
+    return [(r.partition(), r.offset()) for r in records]
 
 
 ALL = {(i % PARTITIONS, i // PARTITIONS) for i in range(RECORDS)}
@@ -120,7 +120,7 @@ def test_at_most_once_loses_what_a_crash_left_unprocessed(platform: Platform) ->
     first = consumer(platform, group, topic)
     processed: list[tuple[int, int]] = []
     batch = poll_some(first)
-    first.commit()  # commit first ...
+    first.commit(asynchronous=False)  # commit first ...
     processed += where(batch[: len(batch) // 2])  # ... then crash halfway through processing
     first.close()  # no further commit: what a crash leaves behind
     second = consumer(platform, group, topic)
@@ -158,21 +158,21 @@ def test_exactly_once_consume_transform_produce_with_dedup(platform: Platform) -
         batches = 0
         quiet_until = time.monotonic() + 2.0
         while time.monotonic() < quiet_until:
-            records = c.poll(0.3)
+            records = c.consume(500, 0.3)
             if not records:
                 continue
             for r in records:
                 producer.produce(
                     sink,
-                    b"%d" % (int(r.value or b"0") * 10),
-                    key=r.key,
-                    headers={"src": b"%d:%d" % (r.partition, r.offset)},
+                    b"%d" % (int(r.value() or b"0") * 10),
+                    key=r.key(),
+                    headers={"src": b"%d:%d" % (r.partition(), r.offset())},
                 )
             assert producer.flush(30) == 0  # acknowledged (acks=all, idempotent) ...
             batches += 1
             if crash_before_commit:
                 return batches  # ... and the process dies before committing
-            c.commit()  # ... only then are the input offsets committed
+            c.commit(asynchronous=False)  # ... only then are the input offsets committed
             quiet_until = time.monotonic() + 2.0
         return batches
 
@@ -186,19 +186,19 @@ def test_exactly_once_consume_transform_produce_with_dedup(platform: Platform) -
 
     reader = Consumer({"bootstrap.servers": platform.broker.url, "auto.offset.reset": "earliest"})
     reader.assign([TopicPartition(sink, PartitionId(p)) for p in range(2)])
-    output: list[ConsumerRecord] = []
+    output: list[Message] = []
     quiet_until = time.monotonic() + 2.0
     while time.monotonic() < quiet_until:
-        records = reader.poll(0.3)
+        records = reader.consume(500, 0.3)
         if records:
             output.extend(records)
             quiet_until = time.monotonic() + 2.0
     reader.close()
-    sources = [dict(r.headers)["src"] for r in output]
+    sources = [dict(r.headers() or [])["src"] for r in output]
     assert len(sources) > len(set(sources))  # the crash re-produced a batch ...
     deduped: dict[bytes | None, bytes | None] = {}
     for r, src in zip(output, sources, strict=True):
-        deduped.setdefault(src, r.value)  # ... which the reader drops by source position
+        deduped.setdefault(src, r.value())  # ... which the reader drops by source position
     expected = {
         b"%d:%d" % (i % PARTITIONS, i // PARTITIONS): b"%d" % (i * 10) for i in range(RECORDS)
     }

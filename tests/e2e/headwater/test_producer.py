@@ -11,13 +11,12 @@ import pytest
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.client.broker import BrokerClient
-from headwater.consumer import ConsumerRecord
 from headwater.errors import PartitionNotFoundError, TopicNotFoundError
+from headwater.message import Message
 from headwater.producer import (
     DeliveryFuture,
     DeliveryTimeoutError,
     ProducerClosedError,
-    RecordMetadata,
 )
 from headwater.records import Compression, encode_batch, partition_for_key
 from headwater.types import PartitionId
@@ -33,16 +32,16 @@ def _topic(broker: ServiceProcess, partitions: int, **configs: str) -> str:
     return name
 
 
-def _read_all(broker: ServiceProcess, topic: str, partition: int) -> list[ConsumerRecord]:
+def _read_all(broker: ServiceProcess, topic: str, partition: int) -> list[Message]:
     config = {"bootstrap.servers": broker.url, "auto.offset.reset": "earliest"}
     with Consumer(config) as consumer:
         tp = TopicPartition(topic, PartitionId(partition))
         consumer.assign([tp])
         with AdminClient({"bootstrap.servers": broker.url}) as admin:
             end = admin.offsets(topic, partition).end_offset
-        records: list[ConsumerRecord] = []
-        while consumer.position(tp) < end:
-            records.extend(consumer.poll(2.0))
+        records: list[Message] = []
+        while consumer.position([tp])[0].offset < end:
+            records.extend(consumer.consume(1000, 2.0))
         return records
 
 
@@ -59,8 +58,8 @@ def test_keyed_records_land_on_their_murmur2_partitions(broker: ServiceProcess) 
         expected = [
             (k, b"order-%d" % i) for i, k in enumerate(keys) if partition_for_key(k, 4) == partition
         ]
-        assert [(r.key, r.value) for r in stored] == expected
-        assert [r.offset for r in stored] == list(range(len(expected)))
+        assert [(r.key(), r.value()) for r in stored] == expected
+        assert [r.offset() for r in stored] == list(range(len(expected)))
         assert sorted(m.offset for m in metadata if m.partition == partition) == list(
             range(len(expected))
         )
@@ -101,14 +100,14 @@ def test_every_codec_round_trips_through_the_broker(broker: ServiceProcess, code
 
     assert {h.compression for _, h in iter_batches(raw)} == {Compression.from_name(codec)}
     stored = _read_all(broker, topic, 0)
-    assert [r.value for r in stored] == values
-    assert [r.key for r in stored] == [b"k%d" % i for i in range(300)]
-    assert {tuple(r.headers) for r in stored} == {(("codec", codec.encode()),)}
+    assert [r.value() for r in stored] == values
+    assert [r.key() for r in stored] == [b"k%d" % i for i in range(300)]
+    assert {tuple(r.headers() or []) for r in stored} == {(("codec", codec.encode()),)}
 
 
 def test_headers_timestamps_tombstones_and_callbacks(broker: ServiceProcess) -> None:
     topic = _topic(broker, 1)
-    seen: list[tuple[BaseException | None, RecordMetadata | None]] = []
+    seen: list[tuple[BaseException | None, tuple[object, ...]]] = []
     with Producer({"bootstrap.servers": broker.url}) as producer:
         producer.produce(
             topic,
@@ -116,13 +115,16 @@ def test_headers_timestamps_tombstones_and_callbacks(broker: ServiceProcess) -> 
             key="user-1",
             headers={"trace": "abc", "empty": None},
             timestamp=1_700_000_000_123,
-            on_delivery=lambda err, md: seen.append((err, md)),
+            on_delivery=lambda err, msg: seen.append(
+                (err, (msg.topic(), msg.partition(), msg.offset(), msg.timestamp(), msg.key()))
+            ),
         )
         producer.produce(topic, "text value", timestamp=1_700_000_000_456)
-        producer.flush(30)
-    assert seen == [(None, RecordMetadata(topic, PartitionId(0), 0, 1_700_000_000_123))]  # type: ignore[arg-type]
+        assert seen == []  # delivery callbacks run in poll() and flush(), on this thread
+        assert producer.flush(30) == 0
+    assert seen == [(None, (topic, 0, 0, (1, 1_700_000_000_123), b"user-1"))]
     stored = _read_all(broker, topic, 0)
-    assert [(r.key, r.value, r.headers, r.timestamp) for r in stored] == [
+    assert [(r.key(), r.value(), (r.headers() or []), r.timestamp()[1]) for r in stored] == [
         (b"user-1", None, [("trace", b"abc"), ("empty", None)], 1_700_000_000_123),
         (None, b"text value", [], 1_700_000_000_456),
     ]
@@ -155,7 +157,7 @@ def test_log_append_time_topics_report_the_broker_time(broker: ServiceProcess) -
     with Producer({"bootstrap.servers": broker.url}) as producer:
         meta = producer.produce(topic, b"v", timestamp=1000).result(10)
     assert meta.timestamp > 1_700_000_000_000
-    assert [r.timestamp for r in _read_all(broker, topic, 0)] == [meta.timestamp]
+    assert [r.timestamp()[1] for r in _read_all(broker, topic, 0)] == [meta.timestamp]
 
 
 def test_acks_zero_delivers_without_offsets(broker: ServiceProcess) -> None:
@@ -164,7 +166,7 @@ def test_acks_zero_delivers_without_offsets(broker: ServiceProcess) -> None:
         futures = [producer.produce(topic, b"%d" % i) for i in range(10)]
         producer.flush(30)
         assert {f.result(5).offset for f in futures} == {-1}
-    assert [r.value for r in _read_all(broker, topic, 0)] == [b"%d" % i for i in range(10)]
+    assert [r.value() for r in _read_all(broker, topic, 0)] == [b"%d" % i for i in range(10)]
 
 
 def test_a_resent_idempotent_batch_is_stored_once(broker: ServiceProcess) -> None:
@@ -216,7 +218,7 @@ def test_producer_retry_after_a_lost_response_is_stored_once(broker: ServiceProc
         producer.flush(30)
         assert [f.result(5).offset for f in futures] == list(range(20))
     assert transport.lost == 1
-    assert [r.value for r in _read_all(broker, topic, 0)] == [b"r%d" % i for i in range(20)]
+    assert [r.value() for r in _read_all(broker, topic, 0)] == [b"r%d" % i for i in range(20)]
 
 
 def test_without_idempotence_a_lost_response_duplicates(broker: ServiceProcess) -> None:
@@ -231,7 +233,7 @@ def test_without_idempotence_a_lost_response_duplicates(broker: ServiceProcess) 
     with Producer(config, transport=transport) as producer:
         producer.produce(topic, b"once")
         producer.flush(30)
-    assert [r.value for r in _read_all(broker, topic, 0)] == [b"once", b"once"]
+    assert [r.value() for r in _read_all(broker, topic, 0)] == [b"once", b"once"]
 
 
 def test_records_survive_a_broker_restart_during_retries(tmp_path: Path) -> None:
@@ -248,7 +250,7 @@ def test_records_survive_a_broker_restart_during_retries(tmp_path: Path) -> None
             process.start()
             producer.flush(30)
             assert [f.result(5).offset for f in futures] == [1, 2, 3, 4, 5]
-        values = [r.value for r in _read_all(process, topic, 0)]
+        values = [r.value() for r in _read_all(process, topic, 0)]
         assert values == [b"before"] + [b"during-%d" % i for i in range(5)]
     finally:
         process.stop()
@@ -268,8 +270,11 @@ def test_delivery_times_out_when_the_broker_stays_down(tmp_path: Path) -> None:
         producer.produce(topic, b"ok").result(10)
         process.kill()
         future = producer.produce(topic, b"lost")
+        bulk = producer.produce_many(topic, [b"lost too"] * 3)
         with pytest.raises(DeliveryTimeoutError, match="not acknowledged within"):
             future.result(10)
+        # exception() gives the same error without building per-record metadata (the sink's use).
+        assert isinstance(bulk.exception(10), DeliveryTimeoutError)
 
 
 def test_full_default_batches_fit_the_brokers_max_message_bytes(broker: ServiceProcess) -> None:
@@ -295,7 +300,9 @@ def test_produce_many_keeps_order_partitions_and_results(broker: ServiceProcess)
     values = [b"value-%d" % i for i in range(500)]
     with Producer({"bootstrap.servers": broker.url}) as producer:
         keyed = producer.produce_many(topic, values, keys=keys).result(30)
-        unkeyed = producer.produce_many(topic, [b"u"] * 100, partition=2).result(30)
+        unkeyed_future = producer.produce_many(topic, [b"u"] * 100, partition=2)
+        assert unkeyed_future.exception(30) is None
+        unkeyed = unkeyed_future.result(30)
     assert [m.partition for m in keyed] == [partition_for_key(k, 3) for k in keys]
     on_two = sum(1 for m in keyed if m.partition == 2)
     assert [m.offset for m in unkeyed] == list(range(on_two, on_two + 100))
@@ -307,7 +314,7 @@ def test_produce_many_keeps_order_partitions_and_results(broker: ServiceProcess)
         ]
         if partition == 2:
             expected += [(None, b"u")] * 100
-        assert [(r.key, r.value) for r in _read_all(broker, topic, partition)] == expected
+        assert [(r.key(), r.value()) for r in _read_all(broker, topic, partition)] == expected
     with (
         Producer({"bootstrap.servers": broker.url}) as producer,
         pytest.raises(TypeError, match="values must be bytes or None, got str"),
@@ -333,7 +340,7 @@ def test_an_expired_producer_id_is_replaced_and_the_batch_renumbered(tmp_path: P
             assert producer._sender.identity is not None
             assert first_id is not None
             assert producer._sender.identity.producer_id != first_id.producer_id
-        assert [r.value for r in _read_all(process, topic, 0)] == [b"first", b"second"]
+        assert [r.value() for r in _read_all(process, topic, 0)] == [b"first", b"second"]
 
 
 def test_a_dead_bootstrap_server_is_skipped(broker: ServiceProcess) -> None:
@@ -342,7 +349,7 @@ def test_a_dead_bootstrap_server_is_skipped(broker: ServiceProcess) -> None:
     config = {"bootstrap.servers": f"{dead},{broker.url}", "retry.backoff.ms": 10}
     with Producer(config) as producer:
         assert producer.produce(topic, b"via the second").result(10).offset == 0
-    assert [r.value for r in _read_all(broker, topic, 0)] == [b"via the second"]
+    assert [r.value() for r in _read_all(broker, topic, 0)] == [b"via the second"]
 
 
 def test_flush_reports_unfinished_batches_and_close_refuses_more(tmp_path: Path) -> None:
@@ -376,3 +383,61 @@ def test_partitions_added_after_start_are_found(broker: ServiceProcess) -> None:
         with AdminClient({"bootstrap.servers": broker.url}) as admin:
             admin.create_partitions(topic, 3)
         assert producer.produce(topic, b"b", partition=2).result(10).partition == 2
+
+
+def test_delivery_reports_run_in_poll_and_flush_and_len_counts_records(
+    broker: ServiceProcess,
+) -> None:
+    topic = _topic(broker, 1)
+    reports: list[tuple[BaseException | None, int]] = []
+    caller = threading.get_ident()
+    threads: set[int] = set()
+
+    def report(err: BaseException | None, msg: Message) -> None:
+        threads.add(threading.get_ident())
+        reports.append((err, msg.offset()))
+
+    # A long linger holds the records in one open batch until flush() or poll() pushes them out.
+    with Producer({"bootstrap.servers": broker.url, "linger.ms": 60_000}) as producer:
+        for i in range(3):
+            producer.produce(topic, b"%d" % i, callback=report)
+        assert len(producer) == 3  # records, not batches
+        assert producer.poll(0) == 0  # nothing delivered yet, so nothing ran
+        assert producer.flush(30) == 0
+        assert reports == [(None, 0), (None, 1), (None, 2)]
+        assert threads == {caller}  # on the thread that called flush(), as confluent-kafka
+        with pytest.raises(TypeError, match="on_delivery or callback"):
+            producer.produce(topic, b"x", on_delivery=report, callback=report)
+    with Producer({"bootstrap.servers": broker.url, "linger.ms": 0}) as producer:
+        producer.produce(topic, b"3", on_delivery=report)
+        served = 0
+        deadline = time.monotonic() + 30
+        while not served and time.monotonic() < deadline:
+            served = producer.poll(1.0)
+        assert (served, reports[-1], len(producer)) == (1, (None, 3), 0)  # poll() ran it
+        metadata = producer.list_topics(topic, timeout=10)  # as AdminClient.list_topics
+        assert sorted(metadata.topics[topic].partitions) == [0]
+
+
+def test_a_failed_delivery_reports_its_error_and_a_raising_callback_reaches_the_caller(
+    broker: ServiceProcess,
+) -> None:
+    from headwater.errors import RecordTooLargeError
+
+    topic = _topic(broker, 1, **{"max.message.bytes": "2000"})
+    seen: list[tuple[BaseException | None, Message]] = []
+    with Producer({"bootstrap.servers": broker.url}) as producer:
+        producer.produce(topic, b"x" * 5000, on_delivery=lambda err, msg: seen.append((err, msg)))
+        assert producer.flush(30) == 0
+        [(err, msg)] = seen
+        assert isinstance(err, RecordTooLargeError)
+        assert msg.error() is err
+        assert (msg.topic(), msg.partition(), msg.offset()) == (topic, 0, -1001)
+
+        def boom(err: BaseException | None, msg: Message) -> None:
+            raise RuntimeError("callback failed")
+
+        producer.produce(topic, b"ok", on_delivery=boom)
+        with pytest.raises(RuntimeError, match="callback failed"):
+            producer.flush(30)
+        assert len(producer) == 0

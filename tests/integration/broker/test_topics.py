@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
 from headwater import __version__
@@ -52,7 +51,9 @@ def partition_body(p: int, beginning: int = 0, end: int = 0) -> dict[str, Any]:
     return {
         "partition": p,
         "leader": 0,
+        "leader_epoch": 0,
         "replicas": [{"broker": 0, "leader": True, "in_sync": True}],
+        "isr": [0],
         "beginning_offset": beginning,
         "end_offset": end,
     }
@@ -67,6 +68,7 @@ async def test_create_describe_list_delete(tmp_path: Path) -> None:
         assert created.status_code == 201
         expected = {
             "name": name,
+            "topic_id": created.json()["topic_id"],
             "partitions": [partition_body(0), partition_body(1)],
             "configs": {**DEFAULT_CONFIGS, "retention.ms": "3600000"},
         }
@@ -124,8 +126,6 @@ async def test_alter_configs_sets_and_deletes_overrides_durably(tmp_path: Path) 
             json={"set": {"retention.ms": "120000"}, "delete": ["segment.bytes"]},
         )
         assert again.json()["configs"] == expected
-    catalog = orjson.loads((tmp_path / "topics.json").read_bytes())["topics"][name]
-    assert catalog["configs"] == {"retention.ms": "120000", "retention.bytes": "4096"}
     async with broker(tmp_path) as client:
         assert (await client.get(f"/topics/{name}")).json()["configs"] == expected
 
@@ -212,7 +212,18 @@ async def test_default_partitions_setting(tmp_path: Path) -> None:
             42203,
             "Number of partitions must be between 1 and 10000, got 0",
         ),
-        ({"name": "ok", "replication_factor": 3}, 422, 42204, None),
+        (
+            {"name": "ok", "replication_factor": 3},
+            422,
+            42204,
+            "Replication factor 3 is larger than the number of active brokers, 1",
+        ),
+        (
+            {"name": "ok", "replica_assignment": [[0], [7]]},
+            422,
+            42206,
+            "Partition 1: broker(s) [7] are not registered in this cluster",
+        ),
         ({"partitions": 1}, 422, 42200, None),
     ],
 )
@@ -338,6 +349,21 @@ async def test_openapi_documents_response_models_and_errors(tmp_path: Path) -> N
             "application/vnd.headwater.batches",
         }
         assert "416" in fetch["responses"]
+        # The cluster: GET /cluster, 421 naming the leader on the fast paths, 503 with
+        # Retry-After where a leader or the controller may be missing.
+        described = spec["paths"]["/cluster"]["get"]["responses"]["200"]
+        assert described["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ClusterDescription"
+        }
+        batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
+        for operation in (batches, fetch):
+            misdirected = operation["responses"]["421"]["content"]["application/json"]["schema"]
+            assert misdirected == {"$ref": "#/components/schemas/NotLeaderBody"}
+            unavailable = operation["responses"]["503"]
+            assert unavailable["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+        assert "503" in spec["paths"]["/topics"]["post"]["responses"]
+        not_leader = spec["components"]["schemas"]["NotLeaderBody"]["properties"]
+        assert {"leader_id", "leader_url", "leader_epoch"} <= set(not_leader)
 
 
 async def test_json_answers_respect_accept(tmp_path: Path) -> None:
@@ -346,3 +372,24 @@ async def test_json_answers_respect_accept(tmp_path: Path) -> None:
         assert (refused.status_code, refused.json()["error_code"]) == (406, 406)
         fine = await client.get("/topics", headers={"accept": "text/html, */*;q=0.1"})
         assert (fine.status_code, fine.json()) == (200, [])
+
+
+async def test_cluster_describes_this_one_broker_cluster(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        described = (await client.get("/cluster")).json()
+        assert described == {
+            "cluster_id": described["cluster_id"],
+            "controller": {"broker_id": 0, "epoch": 1},
+            "brokers": [
+                {"broker_id": 0, "url": "http://127.0.0.1:8082", "rack": None, "state": "active"}
+            ],
+        }
+        metrics = (await client.get("/metrics")).text
+        assert "headwater_broker_active_controller 1.0" in metrics
+        assert "headwater_broker_controller_epoch 1.0" in metrics
+        assert "headwater_broker_fenced_brokers 0.0" in metrics
+        assert "headwater_broker_partitions_without_leader 0.0" in metrics
+    async with broker(tmp_path) as client:  # the same cluster after a restart
+        again = (await client.get("/cluster")).json()
+        assert again["cluster_id"] == described["cluster_id"]
+        assert again["controller"]["epoch"] == 2

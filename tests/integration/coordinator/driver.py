@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from redis.asyncio import Redis
 
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import MemberEpoch, Offset, PartitionId
 from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult
 from headwater_coordinator.store.groups import GroupStore
@@ -44,7 +44,7 @@ class StoreDriver:
         epoch: int,
         member_id: str | None = None,
         topics: Iterable[str] | None = None,
-        owned: Iterable[TopicPartition] | None = None,
+        owned: Iterable[PartitionKey] | None = None,
         instance_id: str | None = None,
         session_ms: int = SESSION_MS,
         assignor: str | None = None,
@@ -124,7 +124,7 @@ class StoreDriver:
 
 
 def assert_no_double_owner(state: GroupState) -> None:
-    seen: dict[TopicPartition, str] = {}
+    seen: dict[PartitionKey, str] = {}
     for member in state.members.values():
         assert not (member.assigned & member.revoking)
         for tp in member.owned:
@@ -139,7 +139,7 @@ class Client:
         self.driver, self.group, self.topics, self.kw = driver, group, topics, kw
         self.member_id: str | None = None
         self.epoch = 0
-        self.owned: set[TopicPartition] = set()
+        self.owned: set[PartitionKey] = set()
 
     def beat(self, now: int) -> HeartbeatResult:
         result = self.driver.heartbeat(
@@ -165,5 +165,5 @@ def settle(clients: list[Client], now: int, rounds: int = 6) -> None:
             c.beat(now)
 
 
-def all_partitions(topic: str, n: int) -> set[TopicPartition]:
-    return {TopicPartition(topic, PartitionId(p)) for p in range(n)}
+def all_partitions(topic: str, n: int) -> set[PartitionKey]:
+    return {PartitionKey(topic, PartitionId(p)) for p in range(n)}

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from headwater.errors import HeadwaterError
 from headwater.groups.errors import FencedInstanceIdError
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import PartitionId
 from tests.integration.coordinator.driver import (
     REDIS_URL,
@@ -32,7 +32,7 @@ class SimClient:
         self.instance_id = instance_id
         self.member_id: str | None = None
         self.epoch = 0
-        self.owned: set[TopicPartition] = set()
+        self.owned: set[PartitionKey] = set()
         self.crashed = False
 
 
@@ -144,7 +144,7 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def no_partition_has_two_live_owners(self) -> None:
         assert_no_double_owner(self.driver.load(self.group))
-        seen: set[TopicPartition] = set()
+        seen: set[PartitionKey] = set()
         for c in self.live():
             assert not (c.owned & seen), f"{c.owned & seen} owned twice"
             seen |= c.owned

@@ -1,9 +1,13 @@
-"""Broker.produce over typed records: partition choice, request order, checks before decoding."""
+"""Broker.produce over typed records: partition choice, request order, checks before decoding.
+
+Each test runs a one-broker cluster on a SQLite file in ``tmp_path`` (no sockets).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -30,63 +34,96 @@ def record(key: bytes | None, value: bytes, partition: int | None = None) -> Pro
     return ProducerRecord(partition, key, value, [("h", b"1")])
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(BrokerSettings(data_dir=str(tmp_path)))
+@asynccontextmanager
+async def started(path: Path) -> AsyncIterator[Broker]:
+    broker = Broker(BrokerSettings(data_dir=str(path)))
     broker.open()
-    broker.create_topic("orders", 4)
-    yield broker
-    asyncio.run(broker.close())
+    await broker.start()
+    try:
+        await broker.create_topic("orders", 4)
+        yield broker
+    finally:
+        await broker.close()
+
+
+Scenario = Callable[[Broker], Awaitable[None]]
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Callable[[Scenario], None]:
+    """Run a scenario against a started broker with topic "orders" (4 partitions)."""
+
+    def go(scenario: Scenario) -> None:
+        async def main() -> None:
+            async with started(tmp_path) as broker:
+                await scenario(broker)
+
+        asyncio.run(main())
+
+    return go
 
 
 def test_keys_pick_kafkas_partition_and_offsets_come_back_in_request_order(
-    broker: Broker,
+    run: Callable[[Scenario], None],
 ) -> None:
-    # murmur2 vectors: "21" -> -973932308, "foobar" -> -790332482, "abc" -> 479470107;
-    # (h & 0x7fffffff) % 4 puts them on partitions 0, 2 and 3.
-    source = Records(
-        record(b"foobar", b"v0"),
-        record(b"21", b"v1"),
-        record(b"abc", b"v2"),
-        record(b"foobar", b"v3"),
-        record(None, b"v4", partition=1),
-    )
-    offsets = asyncio.run(broker.produce("orders", None, source))
-    assert offsets == [
-        ProducedOffset(PartitionId(2), Offset(0)),
-        ProducedOffset(PartitionId(0), Offset(0)),
-        ProducedOffset(PartitionId(3), Offset(0)),
-        ProducedOffset(PartitionId(2), Offset(1)),
-        ProducedOffset(PartitionId(1), Offset(0)),
-    ]
-    fetched = asyncio.run(broker.fetch_records("orders", 2, 0, 1 << 20, 0, None))
-    assert [(r.offset, r.key, r.value, r.headers) for r in fetched.records] == [
-        (0, b"foobar", b"v0", [("h", b"1")]),
-        (1, b"foobar", b"v3", [("h", b"1")]),
-    ]
+    async def scenario(broker: Broker) -> None:
+        # murmur2 vectors: "21" -> -973932308, "foobar" -> -790332482, "abc" -> 479470107;
+        # (h & 0x7fffffff) % 4 puts them on partitions 0, 2 and 3.
+        source = Records(
+            record(b"foobar", b"v0"),
+            record(b"21", b"v1"),
+            record(b"abc", b"v2"),
+            record(b"foobar", b"v3"),
+            record(None, b"v4", partition=1),
+        )
+        offsets = await broker.produce("orders", None, source)
+        assert offsets == [
+            ProducedOffset(PartitionId(2), Offset(0)),
+            ProducedOffset(PartitionId(0), Offset(0)),
+            ProducedOffset(PartitionId(3), Offset(0)),
+            ProducedOffset(PartitionId(2), Offset(1)),
+            ProducedOffset(PartitionId(1), Offset(0)),
+        ]
+        fetched = await broker.fetch_records("orders", 2, 0, 1 << 20, 0, None)
+        assert [(r.offset, r.key, r.value, r.headers) for r in fetched.records] == [
+            (0, b"foobar", b"v0", [("h", b"1")]),
+            (1, b"foobar", b"v3", [("h", b"1")]),
+        ]
+
+    run(scenario)
 
 
-def test_the_path_partition_takes_every_record(broker: Broker) -> None:
-    source = Records(record(b"21", b"a"), record(None, b"b", partition=3))
-    offsets = asyncio.run(broker.produce("orders", 3, source))
-    assert offsets == [(3, 0), (3, 1)]
+def test_the_path_partition_takes_every_record(run: Callable[[Scenario], None]) -> None:
+    async def scenario(broker: Broker) -> None:
+        source = Records(record(b"21", b"a"), record(None, b"b", partition=3))
+        assert await broker.produce("orders", 3, source) == [(3, 0), (3, 1)]
+
+    run(scenario)
 
 
-def test_a_record_partition_other_than_the_paths_is_refused(broker: Broker) -> None:
-    source = Records(record(None, b"a"), record(None, b"b", partition=1))
-    with pytest.raises(InvalidRecordError) as raised:
-        asyncio.run(broker.produce("orders", 3, source))
-    assert str(raised.value) == "records[1].partition 1 differs from the path's partition 3"
-    assert broker.offsets("orders", 3) == (0, 0)
+def test_a_record_partition_other_than_the_paths_is_refused(
+    run: Callable[[Scenario], None],
+) -> None:
+    async def scenario(broker: Broker) -> None:
+        source = Records(record(None, b"a"), record(None, b"b", partition=1))
+        with pytest.raises(InvalidRecordError) as raised:
+            await broker.produce("orders", 3, source)
+        assert str(raised.value) == "records[1].partition 1 differs from the path's partition 3"
+        assert broker.offsets("orders", 3) == (0, 0)
+
+    run(scenario)
 
 
 def test_topic_and_path_partition_are_checked_before_the_records_are_decoded(
-    broker: Broker,
+    run: Callable[[Scenario], None],
 ) -> None:
-    missing_topic = Records(record(None, b"a"))
-    with pytest.raises(TopicNotFoundError):
-        asyncio.run(broker.produce("nope", None, missing_topic))
-    missing_partition = Records(record(None, b"a"))
-    with pytest.raises(PartitionNotFoundError):
-        asyncio.run(broker.produce("orders", 4, missing_partition))
-    assert (missing_topic.decoded, missing_partition.decoded) == (0, 0)
+    async def scenario(broker: Broker) -> None:
+        missing_topic = Records(record(None, b"a"))
+        with pytest.raises(TopicNotFoundError):
+            await broker.produce("nope", None, missing_topic)
+        missing_partition = Records(record(None, b"a"))
+        with pytest.raises(PartitionNotFoundError):
+            await broker.produce("orders", 4, missing_partition)
+        assert (missing_topic.decoded, missing_partition.decoded) == (0, 0)
+
+    run(scenario)

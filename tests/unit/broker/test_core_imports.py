@@ -8,11 +8,17 @@ import sys
 CORE = (
     "headwater_broker.broker",
     "headwater_broker.log.index",
+    "headwater_broker.log.leader_epoch",
     "headwater_broker.log.partition",
     "headwater_broker.log.producer_state",
     "headwater_broker.log.segment",
     "headwater_broker.metrics",
     "headwater_broker.producer_registry",
+    "headwater_broker.replication.acks",
+    "headwater_broker.replication.fetcher",
+    "headwater_broker.replication.follower",
+    "headwater_broker.replication.leader",
+    "headwater_broker.replication.wire",
     "headwater_broker.settings",
     "headwater_broker.topic_config",
 )

@@ -11,6 +11,7 @@ from headwater.errors import (
     OutOfOrderSequenceError,
     UnknownProducerIdError,
 )
+from headwater.types import ProducerEpoch
 from headwater_broker.log.producer_state import (
     ProducerEntry,
     ProducerStateTable,
@@ -88,20 +89,19 @@ def test_expiry_forgets_idle_producers() -> None:
     assert table.entries == {}
 
 
-def test_registry_never_reissues_an_id_across_restarts(tmp_path: Path) -> None:
-    registry = ProducerRegistry(tmp_path / "producers.json", 1000)
-    assert registry.init_producer(None, None, 0) == (0, 0)
-    assert registry.init_producer(None, None, 0) == (1, 0)
-    assert registry.init_producer(1, 0, 0) == (1, 1)
-    again = ProducerRegistry(tmp_path / "producers.json", 1000)
-    again.load()
-    assert again.init_producer(None, None, 0) == (2, 0)
-    again.check(1, 1)
-    with pytest.raises(InvalidProducerEpochError):
-        again.check(1, 0)
-    with pytest.raises(InvalidProducerEpochError):
-        again.init_producer(1, 0, 0)
-    assert again.expire(1001) == [0, 1, 2]
+def test_registry_asks_the_store_only_for_unknown_ids_and_newer_epochs() -> None:
+    registry = ProducerRegistry(1000)
+    assert registry.needs_lookup(7, 0)
     with pytest.raises(UnknownProducerIdError):
-        again.check(0, 0)
-    assert again.init_producer(None, None, 2000) == (3, 0)
+        registry.judge(7, 0, None, 0)
+    registry.judge(7, 1, ProducerEpoch(1), 0)
+    assert not registry.needs_lookup(7, 1)
+    with pytest.raises(InvalidProducerEpochError):
+        registry.needs_lookup(7, 0)  # older than the epoch learnt: fenced without asking
+    assert registry.needs_lookup(7, 2)  # bumped at another broker, perhaps: ask
+    with pytest.raises(InvalidProducerEpochError):
+        registry.judge(7, 2, ProducerEpoch(1), 0)
+    registry.touch(8, 500)  # known from a partition's state after a restart
+    assert registry.needs_lookup(8, 0)
+    assert registry.expire(1001) == [7]
+    assert registry.needs_lookup(7, 1)

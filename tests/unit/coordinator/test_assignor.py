@@ -7,13 +7,13 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import PartitionId
 from headwater_coordinator.assignor import MemberSubscription, range_, uniform
 
 
-def tps(topic: str, *partitions: int) -> frozenset[TopicPartition]:
-    return frozenset(TopicPartition(topic, PartitionId(p)) for p in partitions)
+def tps(topic: str, *partitions: int) -> frozenset[PartitionKey]:
+    return frozenset(PartitionKey(topic, PartitionId(p)) for p in partitions)
 
 
 def members(n: int, topics: frozenset[str] = frozenset({"t"})) -> list[MemberSubscription]:

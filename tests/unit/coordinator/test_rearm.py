@@ -3,7 +3,7 @@ by the member's own session (or rebalance timeout, for a revocation)."""
 
 from __future__ import annotations
 
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import MemberEpoch, PartitionId
 from headwater_coordinator.group import GroupState, Member
 
@@ -21,7 +21,7 @@ def member(member_id: str, last_heartbeat_ms: int, revoke_deadline_ms: int = 0) 
         rebalance_timeout_ms=30_000,
         joined_ms=0,
         last_heartbeat_ms=last_heartbeat_ms,
-        revoking={TopicPartition("t", PartitionId(0))} if revoke_deadline_ms else None,
+        revoking={PartitionKey("t", PartitionId(0))} if revoke_deadline_ms else None,
         revoke_deadline_ms=revoke_deadline_ms,
     )
 

@@ -134,7 +134,7 @@ SETTINGS: list[tuple[str, type[BaseSettings]]] = [
     ("COORDINATOR_", CoordinatorSettings),
 ]
 # Defaults the table writes as a rule because the settings class derives them from BROKER_ID.
-DERIVED = {"BROKER_PORT", "BROKER_ADVERTISED_URL", "BROKER_DATA_DIR"}
+DERIVED = {"BROKER_PORT", "BROKER_ADVERTISED_URL", "BROKER_DATA_DIR", "BROKER_METADATA_URL"}
 
 
 @pytest.mark.parametrize(("prefix", "settings"), SETTINGS, ids=[p for p, _ in SETTINGS])

@@ -6,6 +6,8 @@ from headwater.errors import (
     BROKER,
     COMMON,
     MalformedRequestError,
+    NotControllerError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     TopicNotFoundError,
     UnknownServerError,
@@ -30,3 +32,21 @@ def test_unknown_body_becomes_unknown_server_error_with_the_status() -> None:
     error = BROKER.from_body(502, "<html>bad gateway</html>")
     assert isinstance(error, UnknownServerError)
     assert "HTTP 502" in error.message
+
+
+def test_not_leader_and_not_controller_keep_their_fields_over_the_wire() -> None:
+    sent = NotLeaderOrFollowerError(
+        "Broker 0 does not lead partition 1", leader_id=2, leader_url="http://b2", leader_epoch=4
+    )
+    got = BROKER.from_body(421, sent.to_body())
+    assert isinstance(got, NotLeaderOrFollowerError)
+    assert (got.leader_id, got.leader_url, got.leader_epoch) == (2, "http://b2", 4)
+    assert got.message == "Broker 0 does not lead partition 1"
+    controller = BROKER.from_body(
+        503, NotControllerError("not here", controller_id=1, controller_url="http://b1").to_body()
+    )
+    assert isinstance(controller, NotControllerError)
+    assert (controller.controller_id, controller.controller_url) == (1, "http://b1")
+    odd = BROKER.from_body(421, {"error_code": 42101, "message": "m", "leader_id": "x"})
+    assert isinstance(odd, NotLeaderOrFollowerError)
+    assert (odd.leader_id, odd.leader_url, odd.leader_epoch) == (-1, None, -1)

@@ -6,9 +6,11 @@ import datetime as dt
 import io
 import json
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 import fastavro
+import numpy as np
 import pytest
 
 from headwater.types import SchemaId
@@ -264,6 +266,25 @@ def test_reasons_of_a_batch_equal_each_verdicts_reason(validator: PayloadValidat
         Reason.INVALID_RECORD,
     ]
     assert validator.reasons(values) == [validator.validate(v).reason for v in values]
+    # Column-wise (the fused read): the same reasons and writer ids, and the structure check
+    # really takes the records framed with the expected id.
+    data = b"".join(v or b"" for v in values) + bytes(10)
+    lengths = np.array([-1 if v is None else len(v) for v in values], np.int64)
+    starts = np.cumsum(np.maximum(lengths, 0)) - np.maximum(lengths, 0)
+    per_record = validator.reasons_and_ids(values)
+    assert validator.reasons_and_ids_columns(values, data, starts, lengths) == per_record
+    checked: list[list[bytes | None]] = []
+    original = validator.reasons_and_ids
+
+    def spy(
+        values: Iterable[bytes | None],
+    ) -> tuple[list[Reason | None], list[SchemaId | None]]:
+        checked.append(list(values))
+        return original(values)
+
+    validator.reasons_and_ids = spy  # type: ignore[method-assign]
+    validator.reasons_and_ids_columns(values, data, starts, lengths)
+    assert checked == [[v for v in values if v is not good]]
 
 
 @pytest.mark.parametrize(

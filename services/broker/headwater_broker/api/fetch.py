@@ -20,6 +20,7 @@ from headwater.types import Offset
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep
 from headwater_broker.api.embedded import render_records
+from headwater_broker.api.forward import at_leader
 from headwater_broker.api.media import (
     BATCHES,
     JSON,
@@ -63,9 +64,11 @@ _RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/Fetc
             PartitionNotFoundError,
             OffsetOutOfRangeError,
             StorageError,
+            *models.AT_LEADER,
         ),
     },
-    summary="Fetch from an offset; at the end, long-poll up to max_wait_ms (41601 out of range)",
+    summary="Fetch from an offset; at the end, long-poll up to max_wait_ms (41601 out of range). "
+    "Raw batches at the leader only (421 42101 elsewhere); JSON at any broker (relayed)",
 )
 async def fetch(
     topic: models.TopicName,
@@ -82,6 +85,8 @@ async def fetch(
         data = await broker.fetch(topic, partition, offset, max_bytes, max_wait_ms)
         bounds = (data.high_watermark, data.log_start_offset, data.next_offset)
         return Response(data.data, media_type=BATCHES, headers=_bound_headers(*bounds))
+    if (relayed := await at_leader(request, broker, topic, partition)) is not None:
+        return relayed
     fetched = await broker.fetch_records(
         topic, partition, offset, max_bytes, max_wait_ms, max_records
     )

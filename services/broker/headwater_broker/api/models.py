@@ -7,8 +7,17 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from headwater.errors import HeadwaterError
-from headwater_broker.broker import MAX_PARTITIONS
+from headwater.errors import (
+    HeadwaterError,
+    LeaderNotAvailableError,
+    MetadataUnavailableError,
+    NotControllerError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
+from headwater_broker.cluster.controller import MAX_PARTITIONS
 from headwater_broker.topic_config import RULES
 from headwater_kernel import openapi
 from headwater_kernel.json_integer import JsonInteger
@@ -31,17 +40,24 @@ class Replica(_FromDomain):
 
 class PartitionSummary(_FromDomain):
     partition: int
-    leader: int
-    replicas: list[Replica]
+    leader: int = Field(description="The leader's broker id; -1 when the partition has none")
+    leader_epoch: int = Field(description="Grows by one at each leader change")
+    replicas: list[Replica] = Field(description="Replicas in preferred order (first: preferred)")
+    isr: list[int] = Field(description="The in-sync replicas' broker ids")
 
 
 class PartitionDescription(PartitionSummary):
-    beginning_offset: int = Field(description="First offset still readable (log start offset)")
-    end_offset: int = Field(description="Next offset to be written (high watermark)")
+    beginning_offset: int = Field(
+        description="First offset still readable (log start offset); -1 when the leader is down"
+    )
+    end_offset: int = Field(
+        description="Next offset to be written (high watermark); -1 when the leader is down"
+    )
 
 
 class TopicDescription(_FromDomain):
     name: str
+    topic_id: str = Field(description="A new id when a deleted name is created again")
     partitions: list[PartitionDescription]
     configs: dict[str, str]
 
@@ -63,7 +79,7 @@ class CreateTopic(BaseModel):
         json_schema_extra={"minimum": 1, "maximum": MAX_PARTITIONS},
     )
     replication_factor: Integer | None = Field(
-        None, description="1 (or -1 for the default) with one broker (42204)"
+        None, description="Default (or -1): min(3, active brokers); more is refused (42204)"
     )
     configs: dict[str, Any] = Field(
         default_factory=dict,
@@ -71,6 +87,29 @@ class CreateTopic(BaseModel):
         "a bad value)",
         json_schema_extra={"propertyNames": {"enum": CONFIG_KEYS}},
     )
+    replica_assignment: list[list[Integer]] | None = Field(
+        None,
+        description="Explicit placement: one list of broker ids per partition, the first the "
+        "preferred leader (42206 for unknown or repeated brokers)",
+    )
+
+
+class ControllerSummary(BaseModel):
+    broker_id: int = Field(description="-1 when no controller is elected")
+    epoch: int
+
+
+class BrokerSummary(BaseModel):
+    broker_id: int
+    url: str
+    rack: str | None
+    state: str = Field(description="active, fenced or shutting_down")
+
+
+class ClusterDescription(BaseModel):
+    cluster_id: str
+    controller: ControllerSummary
+    brokers: list[BrokerSummary]
 
 
 class AlterConfigs(BaseModel):
@@ -190,6 +229,36 @@ PartitionNumber = Annotated[
 ]
 
 
+class NotLeaderBody(openapi.ErrorBody):
+    """421 42101: this broker does not lead the partition; go to the leader named here."""
+
+    leader_id: int = Field(description="-1 when unknown")
+    leader_url: str | None
+    leader_epoch: int
+
+
+RETRY_AFTER_S = 1
+"""The ``Retry-After`` of every 503 (no leader, no controller, metadata store unreachable)."""
+
+
+# What the cluster adds to a route's answers (docs/cluster.md, "Error codes added by the
+# cluster"): a route served at a partition's leader answers 421 42101 for a request relayed to it
+# that it cannot serve and 503 50302 while no broker leads the partition; a write acknowledged
+# by the in-sync replicas (acks=all) 503 50303/50304 or 504 50401; admin, carried out by the
+# controller, 503 50305 while there is none and 503 50306 while the metadata store is unreachable.
+AT_LEADER: tuple[type[HeadwaterError], ...] = (NotLeaderOrFollowerError, LeaderNotAvailableError)
+REPLICATED: tuple[type[HeadwaterError], ...] = (
+    NotEnoughReplicasError,
+    NotEnoughReplicasAfterAppendError,
+    RequestTimedOutError,
+)
+AT_CONTROLLER: tuple[type[HeadwaterError], ...] = (NotControllerError, MetadataUnavailableError)
+
+
 def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for the errors a route can answer with (kernel's format)."""
-    return openapi.error_responses(*errors)
+    """OpenAPI ``responses`` for the errors a route can answer with (kernel's format): a 503
+    documents ``Retry-After``, a 421 the leader its body names."""
+    responses = openapi.error_responses(*errors, retry_after=True)
+    if 421 in responses:
+        responses[421]["model"] = NotLeaderBody
+    return responses

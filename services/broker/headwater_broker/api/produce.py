@@ -9,11 +9,13 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from headwater.errors import (
     CorruptRecordError,
     EmptyProduceError,
+    HeadwaterError,
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
     MalformedRequestError,
+    MetadataUnavailableError,
     NotAcceptableError,
     OutOfOrderSequenceError,
     PartitionNotFoundError,
@@ -27,6 +29,7 @@ from headwater.errors import (
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.embedded import ProduceBody
+from headwater_broker.api.forward import forwarded
 from headwater_broker.api.media import (
     BATCH_TYPES,
     BATCHES,
@@ -42,13 +45,20 @@ router = APIRouter(default_response_class=JSONBody, tags=["produce"])
 
 # What any request with a body can be answered: too large (413 41301), of another type (415),
 # an Accept that allows no JSON answer (406); a path partition that is no integer (422 42200).
-_REQUEST = (RequestTooLargeError, UnsupportedMediaTypeError, NotAcceptableError)
-_RECORDS = (
+_REQUEST: tuple[type[HeadwaterError], ...] = (
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+    NotAcceptableError,
+)
+# A produce may create its topic first (BROKER_AUTO_CREATE_TOPICS), at the controller.
+_AUTO_CREATE: tuple[type[HeadwaterError], ...] = (InvalidTopicError, *models.AT_CONTROLLER)
+_RECORDS: tuple[type[HeadwaterError], ...] = (
     *_REQUEST,
+    *_AUTO_CREATE,
+    *models.AT_LEADER,
     MalformedRequestError,
     EmptyProduceError,
     InvalidRecordError,
-    InvalidTopicError,  # only with BROKER_AUTO_CREATE_TOPICS, for a name no topic can have
     TopicNotFoundError,
     PartitionNotFoundError,
     RecordTooLargeError,
@@ -79,7 +89,8 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     fmt = EMBEDDED_FORMATS[require_content_type(request, tuple(EMBEDDED_FORMATS))]
     media = accept_json(request)
     body = await read_body(request, broker.settings.max_request_bytes)
-    offsets = await broker.produce(topic, partition, ProduceBody(bytes(body), fmt))
+    source = ProduceBody(bytes(body), fmt)
+    offsets = await broker.produce(topic, partition, source, forwarded=forwarded(request))
     answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
     content = {"offsets": answer, "key_schema_id": None, "value_schema_id": None}
     return JSONBody(content, media_type=media)
@@ -90,7 +101,8 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
     responses=models.error_responses(*_RECORDS),
-    summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky",
+    summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky; any broker "
+    "(records for partitions led elsewhere are relayed to their leaders)",
 )
 async def produce(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, None)
@@ -120,6 +132,9 @@ async def produce_to_partition(
         204: {"description": "acks=0: appended, no body"},
         **models.error_responses(
             *_REQUEST,
+            *_AUTO_CREATE,
+            *models.AT_LEADER,
+            *models.REPLICATED,
             CorruptRecordError,
             InvalidRecordError,
             InvalidRequestError,
@@ -132,7 +147,8 @@ async def produce_to_partition(
             StorageError,
         ),
     },
-    summary="Append raw RecordBatch v2 bytes (the fast path); offsets assigned by the broker",
+    summary="Append raw RecordBatch v2 bytes (the fast path, at the partition's leader only: "
+    "421 42101 elsewhere, 503 50302 when none leads it); offsets assigned by the broker",
 )
 async def append_batches(
     topic: models.TopicName,
@@ -148,7 +164,7 @@ async def append_batches(
         raise InvalidRequestError(f"acks must be 0, 1, all or -1, got {level!r}")
     media = accept_json(request) if _ACKS[level] else BATCHES
     body = await read_body(request, broker.settings.max_request_bytes)
-    results = await broker.append_batches(topic, partition, body)
+    results = await broker.append_batches(topic, partition, body, acks=_ACKS[level])
     if _ACKS[level] == 0:
         return Response(status_code=204)
     batches = [
@@ -173,10 +189,11 @@ async def append_batches(
         InvalidRequestError,
         UnknownProducerIdError,
         InvalidProducerEpochError,
+        MetadataUnavailableError,  # ids are handed out in cluster-wide blocks from the store
     ),
     tags=["producers"],
     summary="Get an idempotent producer id (epoch 0), or bump an id's epoch to fence old ones",
 )
 async def init_producer(body: models.InitProducer, broker: BrokerDep) -> models.ProducerIdentity:
-    producer_id, epoch = broker.init_producer(body.producer_id, body.producer_epoch)
+    producer_id, epoch = await broker.init_producer(body.producer_id, body.producer_epoch)
     return models.ProducerIdentity(producer_id=producer_id, producer_epoch=epoch)

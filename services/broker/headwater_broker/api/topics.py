@@ -1,12 +1,17 @@
-"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, offsets."""
+"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, offsets.
+
+Admin is carried out by the controller: at any other broker these routes relay the request to
+it. Offsets are the leader's: elsewhere the request is relayed to the leader.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from headwater.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
@@ -21,13 +26,14 @@ from headwater.errors import (
 )
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
+from headwater_broker.api.forward import at_controller, at_leader, mark_metadata_offset
 from headwater_kernel.body import JSONBody
 
 router = APIRouter(default_response_class=JSONBody, tags=["topics"], dependencies=[JSONAnswerDep])
 
 # Every route answers JSON (406 if Accept allows none); a JSON body can be unreadable (400), too
 # large (413), of another type (415) or of the wrong shape (422 42200); a path partition that is
-# no integer is 422 42200.
+# no integer is 422 42200. Admin writes are carried out by the controller (503 50305/50306).
 _ANSWER = (NotAcceptableError,)
 _BODY = (
     MalformedRequestError,
@@ -46,19 +52,27 @@ _PARTITION = (TopicNotFoundError, PartitionNotFoundError, InvalidRequestError)
     responses=models.error_responses(
         *_ANSWER,
         *_BODY,
+        *models.AT_CONTROLLER,
         TopicAlreadyExistsError,
         InvalidTopicError,
         InvalidConfigError,
         InvalidPartitionsError,
         InvalidReplicationFactorError,
+        InvalidReplicaAssignmentError,
         StorageError,
     ),
-    summary="Create a topic (40901 exists, 42201 name, 42202 config, 42203/42204 counts)",
+    summary="Create a topic (40901 exists, 42201 name, 42202 config, 42203/42204 counts, "
+    "42206 assignment)",
 )
-async def create_topic(body: models.CreateTopic, broker: BrokerDep) -> models.TopicDescription:
-    description = broker.create_topic(
-        body.name, body.partitions, body.replication_factor, body.configs
+async def create_topic(
+    body: models.CreateTopic, request: Request, response: Response, broker: BrokerDep
+) -> models.TopicDescription | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    description = await broker.create_topic(
+        body.name, body.partitions, body.replication_factor, body.configs, body.replica_assignment
     )
+    mark_metadata_offset(response, broker)
     return models.TopicDescription.model_validate(description)
 
 
@@ -76,22 +90,28 @@ async def list_topics(broker: BrokerDep) -> list[str]:
     "/topics/{topic}",
     response_model=models.TopicDescription,
     responses=models.error_responses(*_ANSWER, TopicNotFoundError),
-    summary="Partitions with their offsets, and the effective configs",
+    summary="Partitions with their leaders, replicas and offsets, and the effective configs",
 )
 async def describe_topic(topic: models.TopicName, broker: BrokerDep) -> models.TopicDescription:
-    return models.TopicDescription.model_validate(broker.describe_topic(topic))
+    return models.TopicDescription.model_validate(await broker.describe_topic(topic))
 
 
 @router.delete(
     "/topics/{topic}",
     status_code=204,
     response_class=Response,
-    responses=models.error_responses(*_ANSWER, TopicNotFoundError, StorageError),
+    responses=models.error_responses(
+        *_ANSWER, *models.AT_CONTROLLER, TopicNotFoundError, StorageError
+    ),
     summary="Delete a topic",
 )
-async def delete_topic(topic: models.TopicName, broker: BrokerDep) -> Response:
+async def delete_topic(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
     await broker.delete_topic(topic)
-    return Response(status_code=204)
+    response = Response(status_code=204)
+    mark_metadata_offset(response, broker)
+    return response
 
 
 @router.patch(
@@ -99,14 +119,26 @@ async def delete_topic(topic: models.TopicName, broker: BrokerDep) -> Response:
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
     responses=models.error_responses(
-        *_ANSWER, *_BODY, TopicNotFoundError, InvalidConfigError, StorageError
+        *_ANSWER,
+        *_BODY,
+        *models.AT_CONTROLLER,
+        TopicNotFoundError,
+        InvalidConfigError,
+        StorageError,
     ),
     summary="Set and delete config overrides at once (42202 unknown key or bad value)",
 )
 async def alter_configs(
-    topic: models.TopicName, body: models.AlterConfigs, broker: BrokerDep
-) -> models.TopicDescription:
-    description = broker.alter_topic_configs(topic, body.set, body.delete)
+    topic: models.TopicName,
+    body: models.AlterConfigs,
+    request: Request,
+    response: Response,
+    broker: BrokerDep,
+) -> models.TopicDescription | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    description = await broker.alter_topic_configs(topic, body.set, body.delete)
+    mark_metadata_offset(response, broker)
     return models.TopicDescription.model_validate(description)
 
 
@@ -115,21 +147,34 @@ async def alter_configs(
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
     responses=models.error_responses(
-        *_ANSWER, *_BODY, TopicNotFoundError, InvalidPartitionsError, StorageError
+        *_ANSWER,
+        *_BODY,
+        *models.AT_CONTROLLER,
+        TopicNotFoundError,
+        InvalidPartitionsError,
+        StorageError,
     ),
     summary="Grow the topic to `count` partitions in total (42203 unless larger)",
 )
 async def add_partitions(
-    topic: models.TopicName, body: models.PartitionCount, broker: BrokerDep
-) -> models.TopicDescription:
-    return models.TopicDescription.model_validate(broker.add_partitions(topic, body.count))
+    topic: models.TopicName,
+    body: models.PartitionCount,
+    request: Request,
+    response: Response,
+    broker: BrokerDep,
+) -> models.TopicDescription | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    description = await broker.add_partitions(topic, body.count)
+    mark_metadata_offset(response, broker)
+    return models.TopicDescription.model_validate(description)
 
 
 @router.get(
     "/topics/{topic}/partitions",
     response_model=list[models.PartitionSummary],
     responses=models.error_responses(*_ANSWER, TopicNotFoundError),
-    summary="The topic's partitions and their replicas",
+    summary="The topic's partitions: leader, leader epoch, replicas, in-sync replicas",
 )
 async def list_partitions(
     topic: models.TopicName, broker: BrokerDep
@@ -141,23 +186,26 @@ async def list_partitions(
     "/topics/{topic}/partitions/{partition}",
     response_model=models.PartitionDescription,
     responses=models.error_responses(*_ANSWER, *_PARTITION),
-    summary="One partition with its beginning and end offsets",
+    summary="One partition with its leader and its beginning and end offsets",
 )
 async def describe_partition(
     topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
 ) -> models.PartitionDescription:
-    return models.PartitionDescription.model_validate(broker.partition_info(topic, partition))
+    info = await broker.partition_info(topic, partition)
+    return models.PartitionDescription.model_validate(info)
 
 
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     response_model=models.Offsets,
-    responses=models.error_responses(*_ANSWER, *_PARTITION),
-    summary="Beginning (log start) and end (next to be written) offsets",
+    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER),
+    summary="Beginning (log start) and end (next to be written) offsets, from the leader",
 )
 async def offsets(
-    topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
-) -> models.Offsets:
+    topic: models.TopicName, partition: models.PartitionNumber, request: Request, broker: BrokerDep
+) -> models.Offsets | Response:
+    if (relayed := await at_leader(request, broker, topic, partition)) is not None:
+        return relayed
     beginning, end = broker.offsets(topic, partition)
     return models.Offsets(beginning_offset=beginning, end_offset=end)
 
@@ -165,15 +213,18 @@ async def offsets(
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets/lookup",
     response_model=models.OffsetLookup,
-    responses=models.error_responses(*_ANSWER, *_PARTITION),
+    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER),
     summary="Earliest offset whose timestamp is >= `timestamp` (ms); nulls when none",
 )
 async def lookup_offset(
     topic: models.TopicName,
     partition: models.PartitionNumber,
+    request: Request,
     broker: BrokerDep,
     timestamp: int = Query(description="Milliseconds since the epoch"),
-) -> models.OffsetLookup:
+) -> models.OffsetLookup | Response:
+    if (relayed := await at_leader(request, broker, topic, partition)) is not None:
+        return relayed
     found = broker.lookup_offset(topic, partition, timestamp)
     if found is None:
         return models.OffsetLookup(offset=None, timestamp=None)

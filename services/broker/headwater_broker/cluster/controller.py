@@ -28,6 +28,7 @@ from typing import Any
 
 from headwater.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     MetadataUnavailableError,
     NotControllerError,
     PartitionNotFoundError,
@@ -36,6 +37,7 @@ from headwater.errors import (
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
+from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, PartitionId
 from headwater_broker.cluster import election, placement, topic_configs
 from headwater_broker.cluster.changes import Change, Mutation, PartitionWrite, TopicDeletion
@@ -52,7 +54,6 @@ from headwater_broker.cluster.state import (
     LeaderEpoch,
     PartitionEpoch,
     PartitionState,
-    TopicPartition,
     TopicState,
 )
 from headwater_broker.cluster.store import ImageBehindError, MetadataStore
@@ -323,8 +324,13 @@ class Controller:
         partitions: int,
         replication_factor: int | None = None,
         configs: Mapping[str, Any] | None = None,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicState:
-        """Create a topic with its partitions placed over the active brokers."""
+        """Create a topic with its partitions placed over the active brokers.
+
+        ``assignment`` (Kafka's replica assignment: one replica list per partition, the first
+        the preferred leader) places the partitions explicitly on registered brokers instead.
+        """
         validate_topic_name(name)
         _check_partition_count(partitions)
         overrides = topic_configs.validate(configs or {})
@@ -333,10 +339,13 @@ class Controller:
         def decide(image: MetadataImage) -> list[Mutation]:
             if name in image.topics:
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists")
-            brokers = placement.candidates(image)
-            factor = placement.check_replication_factor(replication_factor, len(brokers))
-            load = placement.Load.of(image)
-            assignments = placement.place(brokers, partitions, factor, load, start=image.offset)
+            if assignment is not None:
+                assignments = _checked_assignment(image, assignment, partitions)
+            else:
+                brokers = placement.candidates(image)
+                factor = placement.check_replication_factor(replication_factor, len(brokers))
+                load = placement.Load.of(image)
+                assignments = placement.place(brokers, partitions, factor, load, start=image.offset)
             topic = TopicState(name, topic_id, partitions, overrides)
             return [topic, *_new_partitions(topic, 0, assignments)]
 
@@ -490,6 +499,29 @@ def _new_partitions(
         )
         for i, replicas in enumerate(assignments)
     ]
+
+
+def _checked_assignment(
+    image: MetadataImage, assignment: Sequence[Sequence[int]], partitions: int
+) -> list[tuple[BrokerId, ...]]:
+    if len(assignment) != partitions:
+        raise InvalidReplicaAssignmentError(
+            f"The replica assignment has {len(assignment)} list(s) for {partitions} partition(s)"
+        )
+    checked = []
+    for p, replicas in enumerate(assignment):
+        ids = tuple(BrokerId(int(b)) for b in replicas)
+        if not ids or len(set(ids)) != len(ids):
+            raise InvalidReplicaAssignmentError(
+                f"Partition {p}: replicas {list(ids)} must be distinct and at least one"
+            )
+        unknown = [b for b in ids if b not in image.brokers]
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"Partition {p}: broker(s) {unknown} are not registered in this cluster"
+            )
+        checked.append(ids)
+    return checked
 
 
 def _check_partition_count(count: int) -> None:

@@ -1,7 +1,8 @@
 """The cluster layer's settings: metadata store URL, timeouts and intervals, this broker's rack.
 
-The broker folds these into ``BrokerSettings`` under the ``BROKER_`` names given beside each field
-(docs/cluster.md); until then they are built directly (tests, ``cluster.standalone``).
+The broker reads them from ``BrokerSettings`` (the ``BROKER_`` names given beside each field,
+docs/settings.md) with ``BrokerSettings.cluster_settings()``; tests and ``cluster.standalone``
+build them directly.
 """
 
 from __future__ import annotations

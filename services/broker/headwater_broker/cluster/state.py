@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple, NewType
+from typing import Any, NewType
 
+from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, PartitionId
 
 ControllerEpoch = NewType("ControllerEpoch", int)
@@ -26,11 +27,6 @@ ChangeOffset = NewType("ChangeOffset", int)
 
 NO_LEADER = BrokerId(-1)
 NO_CONTROLLER = BrokerId(-1)
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: PartitionId
 
 
 class BrokerStateName(StrEnum):

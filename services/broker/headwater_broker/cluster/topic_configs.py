@@ -71,7 +71,8 @@ def validate(configs: Mapping[str, Any]) -> dict[str, str]:
 def check_known(keys: Iterable[str]) -> None:
     for key in keys:
         if key not in RULES and key not in _REPLICATION:
-            raise InvalidConfigError(f"Unknown topic config '{key}'")
+            known = ", ".join(sorted([*RULES, *_REPLICATION]))
+            raise InvalidConfigError(f"Unknown topic config '{key}'; supported: {known}")
 
 
 def unclean_allowed(configs: Mapping[str, str]) -> bool:

@@ -5,6 +5,22 @@ Offsets start at 0, only grow and are never reused: the active (last) segment is
 first -- and its file name carries that offset across restarts. The log start offset (first
 readable offset) is checkpointed in ``log-start-offset``. Layout of the directory: see segment.py.
 
+Replication (docs/cluster.md, "Replication"). Three ends are kept apart:
+
+- ``log_end_offset``: the next offset to assign; every batch below it is written (maybe unsynced).
+- ``local_end_offset``: what this replica counts as its own log end when the high watermark is
+  computed -- every written batch, or under ``BROKER_FSYNC=always`` only the fsynced ones.
+- ``high_watermark``: consumers read below it only. A partition that is not ``replicated`` (one
+  replica, the behaviour before the cluster) moves it with ``local_end_offset``; a replicated one
+  has it moved by the replication layer (``advance_high_watermark``: the lowest log end over the
+  in-sync set) and checkpoints it in ``replication-offset-checkpoint``.
+
+A leader stamps its leader epoch into every batch it appends (``append(..., leader_epoch=)``) and
+records each new epoch's first offset in the leader-epoch checkpoint (leader_epoch.py); a follower
+appends the leader's batches unchanged (``append_as_follower``), offsets and epochs kept, and
+rebuilds producer state from them; ``truncate_to`` cuts a divergent tail (segments, indexes,
+epochs and producer state follow).
+
 What runs on the event loop, what in threads, and how appends are serialised and synced: the
 threading policy in ``headwater_broker.broker``.
 """
@@ -22,16 +38,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from headwater.errors import OffsetOutOfRangeError, StorageError, TopicNotFoundError
+from headwater.errors import (
+    BrokerError,
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    StorageError,
+    TopicNotFoundError,
+)
 from headwater.records.batch import (
     HEADER_SIZE,
     BatchHeader,
     decode_batch,
+    iter_batches,
     parse_header,
     set_base_offset,
     set_log_append_time,
+    set_partition_leader_epoch,
 )
 from headwater.types import Offset, PartitionId, TimestampMs
+from headwater_broker.log.leader_epoch import LeaderEpochCache
 from headwater_broker.log.producer_state import (
     ProducerEntry,
     ProducerStateTable,
@@ -47,6 +72,7 @@ FsyncPolicy = Literal["always", "interval", "never"]
 """When appended bytes are fdatasynced: before the append is answered (and readable), every
 ``BROKER_FSYNC_INTERVAL_MS`` in the background, or only when a segment rolls or closes."""
 LOG_START_FILE = "log-start-offset"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 _MAX_IOV = 512  # stay well below IOV_MAX (1024) for one pwritev
 
 
@@ -104,10 +130,15 @@ class PartitionLog:
         self._bases: list[int] = []
         self.log_start_offset = Offset(0)
         self.log_end_offset = Offset(0)  # next offset to assign (written, maybe not yet synced)
+        self.local_end_offset = Offset(0)  # this replica's end for the high watermark
         self.high_watermark = Offset(0)  # next offset readers may see
+        self.replicated = False  # the high watermark is moved by replication, not by appends
+        self.epochs = LeaderEpochCache(directory, sync=fsync != "never")
         self.producers = ProducerStateTable()
         self.lock = asyncio.Lock()
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None  # woken when the high watermark moves
+        self._end_waiter: asyncio.Future[None] | None = None  # ... when the log end moves
+        self._checkpointed_hw = -1
         self._sync_task: asyncio.Task[None] | None = None
         self.closed = False
         self.deleted = False
@@ -122,8 +153,13 @@ class PartitionLog:
         partition: PartitionId,
         config: TopicConfig,
         fsync: FsyncPolicy,
+        *,
+        replicated: bool = False,
     ) -> PartitionLog:
-        """Open (creating if needed) a partition directory, recovering from any crash."""
+        """Open (creating if needed) a partition directory, recovering from any crash.
+
+        ``replicated``: start from the checkpointed high watermark instead of the log end.
+        """
         plog = cls(directory, topic, partition, config, fsync)
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.tmp"):
@@ -145,14 +181,46 @@ class PartitionLog:
         )
         plog.segments.append(active)
         plog._bases = [s.base_offset for s in plog.segments]
-        plog.log_end_offset = plog.high_watermark = Offset(active.next_offset)
+        plog.log_end_offset = plog.local_end_offset = Offset(active.next_offset)
+        plog.high_watermark = plog.log_end_offset
         plog.log_start_offset = Offset(
             min(max(checkpoint, plog.segments[0].base_offset), plog.log_end_offset)
         )
+        plog._recover_epochs(active_headers)
         plog._recover_producers(active_headers)
+        plog.replicated = replicated
+        if replicated:
+            plog.high_watermark = Offset(
+                max(plog.log_start_offset, min(plog._read_high_watermark(), plog.log_end_offset))
+            )
         return plog
 
-    def _recover_producers(self, active_headers: list[BatchHeader]) -> None:
+    def _recover_epochs(self, active_headers: list[BatchHeader]) -> None:
+        """Load the leader-epoch checkpoint, rebuilt from batch headers if it is damaged."""
+        epochs, trusted = LeaderEpochCache.load(self.directory, sync=self.fsync != "never")
+        changed = False
+        if not trusted:
+            for segment in self.segments[:-1]:
+                for _pos, header in segment.headers():
+                    changed |= epochs.assign(
+                        header.partition_leader_epoch, header.base_offset, flush=False
+                    )
+            changed = True
+        # The active segment's epochs may postdate the last checkpoint write (a crash), and
+        # entries past the recovered end describe batches the crash cut off.
+        for header in active_headers:
+            changed |= epochs.assign(header.partition_leader_epoch, header.base_offset, flush=False)
+        changed |= epochs.truncate_from_end(self.log_end_offset, flush=False)
+        changed |= epochs.truncate_from_start(self.log_start_offset, flush=False)
+        self.epochs = epochs
+        if changed:
+            epochs.flush()
+
+    def _recover_producers(self, active_headers: list[BatchHeader] | None = None) -> None:
+        """Producer state as of the log end: newest usable snapshot, then the headers after it."""
+        self.producers = ProducerStateTable()
+        if active_headers is None:
+            active_headers = [h for _pos, h in self.active.headers()]
         end = self.log_end_offset
         offsets = snapshot_offsets(self.directory)
         start = -1
@@ -170,6 +238,33 @@ class PartitionLog:
             if segment.next_offset > start:
                 self.producers.replay(h for _pos, h in segment.headers() if h.base_offset >= start)
         self.producers.replay(h for h in active_headers if h.base_offset >= start)
+
+    def _read_high_watermark(self) -> int:
+        try:
+            return int((self.directory / HIGH_WATERMARK_FILE).read_text().strip())
+        except (OSError, ValueError):
+            return 0
+
+    def checkpoint_high_watermark(self) -> bool:
+        """Write the high watermark to ``replication-offset-checkpoint`` if it moved; True if so.
+
+        Atomic (temporary file, rename); fsynced unless the fsync policy is ``never``. A crash
+        loses at most the movement since the last checkpoint: the high watermark only restarts
+        lower, never higher than what replicas hold.
+        """
+        hw = self.high_watermark
+        if hw == self._checkpointed_hw or not self.directory.exists():
+            return False
+        path = self.directory / HIGH_WATERMARK_FILE
+        tmp = path.with_name(HIGH_WATERMARK_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{hw}\n")
+            if self.fsync != "never":
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._checkpointed_hw = hw
+        return True
 
     def _read_log_start(self) -> int:
         try:
@@ -194,19 +289,28 @@ class PartitionLog:
     # --- appending ---------------------------------------------------------------------------
 
     async def append(
-        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int
+        self,
+        buf: bytearray,
+        batches: list[tuple[int, BatchHeader]],
+        now_ms: int,
+        *,
+        leader_epoch: int = -1,
     ) -> list[AppendResult]:
         """Append validated batches (``(position in buf, header)``), assigning their offsets.
 
         Producer sequence and epoch rules are checked for every batch before anything is
-        written, so a rejected request changes nothing. ``buf`` is modified in place.
+        written, so a rejected request changes nothing. ``buf`` is modified in place: base
+        offsets, and with ``leader_epoch`` >= 0 (a replicated partition's leader) the batches'
+        ``partitionLeaderEpoch``, recorded in the leader-epoch checkpoint when it is new.
         """
         async with self.lock:
             if self.closed:
                 raise self._closed_error()
             results, writes = self._plan(batches, now_ms)
             if writes:
-                self._write(buf, batches, writes, now_ms)
+                if leader_epoch >= 0:
+                    self._assign_epoch(leader_epoch, writes[0][1])
+                self._write(buf, batches, writes, now_ms, leader_epoch=leader_epoch)
             written = self.log_end_offset
         if self.fsync == "always":
             # Outside the lock: appends that arrive meanwhile are written and share the next
@@ -214,9 +318,54 @@ class PartitionLog:
             await self._sync_until(written)
         return results
 
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if epoch > self.epochs.latest_epoch:
+            try:
+                self.epochs.assign(epoch, start_offset)
+            except OSError as exc:
+                raise StorageError(f"writing the leader-epoch checkpoint: {exc}") from exc
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """Record that ``epoch`` starts at the log end (a replica becoming leader, as Kafka's)."""
+        self._assign_epoch(epoch, self.log_end_offset)
+
+    async def append_as_follower(self, data: bytes, now_ms: int) -> int:
+        """Append a leader's batches as it stored them; return how many records were appended.
+
+        Offsets and leader epochs are kept; the first batch must start at the log end and each
+        next one right after its predecessor (CorruptRecordError otherwise, nothing written).
+        Producer state is updated from the batches, so a retried batch is still recognised
+        after this replica becomes leader. Under ``BROKER_FSYNC=always`` returns once synced,
+        so the fetch offset a follower reports next counts only synced data.
+        """
+        if not data:
+            return 0
+        buf = bytearray(data)
+        batches = list(iter_batches(buf))
+        async with self.lock:
+            if self.closed:
+                raise self._closed_error()
+            expected: int = self.log_end_offset
+            writes: list[tuple[int, int, int]] = []
+            records = 0
+            for i, (_pos, header) in enumerate(batches):
+                if header.base_offset != expected:
+                    raise CorruptRecordError(
+                        f"replicated batch {i} of {self.topic}-{self.partition} starts at offset "
+                        f"{header.base_offset}, expected {expected}"
+                    )
+                writes.append((i, header.base_offset, header.max_timestamp))
+                expected = header.last_offset + 1
+                records += header.records_count
+            self._write(buf, batches, writes, now_ms, follower=True)
+            written = self.log_end_offset
+        if self.fsync == "always":
+            await self._sync_until(written)
+        return records
+
     async def _sync_until(self, offset: int) -> None:
-        """Return once everything below ``offset`` is fdatasynced and visible to readers."""
-        while self.high_watermark < offset:
+        """Return once everything below ``offset`` is fdatasynced and counted as local end."""
+        while self.local_end_offset < offset:
             if self._sync_task is None:
                 self._sync_task = asyncio.create_task(self._sync())
             await asyncio.shield(self._sync_task)
@@ -233,7 +382,11 @@ class PartitionLog:
             self._sync_task = None
         self._publish(end)
 
-    def _closed_error(self) -> Exception:
+    def closed_error(self) -> BrokerError:
+        """What a request to this log gets once it is closed (40401 when deleted, else 50003)."""
+        return self._closed_error()
+
+    def _closed_error(self) -> BrokerError:
         if self.deleted:
             return TopicNotFoundError(f"Topic '{self.topic}' was deleted")
         return StorageError(f"Partition {self.topic}-{self.partition} is closed")
@@ -283,8 +436,14 @@ class PartitionLog:
         batches: list[tuple[int, BatchHeader]],
         writes: list[tuple[int, int, int]],
         now_ms: int,
+        *,
+        leader_epoch: int = -1,
+        follower: bool = False,
     ) -> None:
-        """Stamp offsets into ``buf`` and write it in as few ``pwritev`` calls as segments allow."""
+        """Stamp offsets into ``buf`` and write it in as few ``pwritev`` calls as segments allow.
+
+        A ``follower`` write keeps the batches as they are and records their leader epochs.
+        """
         config = self.config
         view = memoryview(buf)
         if self.active.size and now_ms - self.active.created_ms > config.segment_ms:
@@ -310,9 +469,14 @@ class PartitionLog:
                 chunks, accounted, run_bytes = [], [], 0
                 chunk_start = chunk_end = -1
                 self._roll(now_ms)
-            set_base_offset(buf, pos, base)
-            if config.log_append_time:
-                set_log_append_time(buf, pos, now_ms)
+            if follower:
+                self._assign_epoch(header.partition_leader_epoch, base)
+            else:
+                set_base_offset(buf, pos, base)
+                if leader_epoch >= 0:
+                    set_partition_leader_epoch(buf, pos, leader_epoch)
+                if config.log_append_time:
+                    set_log_append_time(buf, pos, now_ms)
             if pos != chunk_end:
                 if chunk_end > chunk_start:
                     chunks.append(view[chunk_start:chunk_end])
@@ -346,6 +510,7 @@ class PartitionLog:
             return
         self.active.append(chunks, accounted, self.config.index_interval_bytes)
         self.log_end_offset = Offset(self.active.next_offset)
+        self._wake_end_waiters()
         # Batches now in the file are part of the log whatever happens next: commit their state.
         self.producers.commit(pending)
         pending.clear()
@@ -372,13 +537,143 @@ class PartitionLog:
             (self.directory / f"{offset:020d}.snapshot").unlink(missing_ok=True)
 
     def _publish(self, offset: int) -> None:
-        """Make offsets below ``offset`` readable and wake long-polling fetches."""
+        """Count offsets below ``offset`` as this replica's; unreplicated, make them readable."""
+        if offset > self.local_end_offset:
+            self.local_end_offset = Offset(offset)
+        if not self.replicated:
+            self._set_high_watermark(offset)
+
+    def _set_high_watermark(self, offset: int) -> None:
         if offset <= self.high_watermark:
             return
         self.high_watermark = Offset(offset)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def _wake_end_waiters(self) -> None:
+        waiter, self._end_waiter = self._end_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- replication: high watermark and truncation ------------------------------------------
+
+    def set_replicated(self, replicated: bool) -> None:
+        """Hand the high watermark to replication (True) or back to appends (False).
+
+        Turning replication off makes everything this replica holds readable at once (a single
+        replica's high watermark is its local end).
+        """
+        self.replicated = replicated
+        if not replicated:
+            self._set_high_watermark(self.local_end_offset)
+
+    def advance_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark up to ``offset`` (never past the local log end); True if it
+        moved. Wakes consumers long-polling for new records."""
+        target = min(offset, self.log_end_offset)
+        if target <= self.high_watermark:
+            return False
+        self._set_high_watermark(target)
+        return True
+
+    async def truncate_to(self, offset: int) -> Offset:
+        """Cut the log so that it ends at ``offset``; return the new log end offset.
+
+        Whole batches are removed: a batch containing ``offset`` goes too, so the new end may be
+        lower. Segments after the cut are deleted, the one holding it is cut and becomes active
+        (its indexes rebuilt), leader epochs starting at or after the end are forgotten, and
+        producer state is rebuilt from the remaining log. Below the log start offset the log
+        is emptied and restarted at ``offset``. Durable (fsync) before returning.
+        """
+        async with self.lock:
+            if self.closed:
+                raise self._closed_error()
+            await self._idle_sync()
+            if offset >= self.log_end_offset:
+                # Nothing to cut, but an epoch that wrote nothing here (this replica led
+                # briefly) must go, or the next fetch would name it again.
+                self.epochs.truncate_from_end(offset)
+                return self.log_end_offset
+            if offset < self.log_start_offset:
+                self._restart_at(offset)
+                return self.log_end_offset
+            try:
+                self._truncate(offset)
+            except OSError as exc:
+                raise StorageError(
+                    f"truncating {self.topic}-{self.partition} to {offset}: {exc}"
+                ) from exc
+            return self.log_end_offset
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset`` (a follower whose log
+        ends before the leader's log start)."""
+        async with self.lock:
+            if self.closed:
+                raise self._closed_error()
+            await self._idle_sync()
+            try:
+                self._restart_at(offset)
+            except OSError as exc:
+                raise StorageError(
+                    f"restarting {self.topic}-{self.partition} at {offset}: {exc}"
+                ) from exc
+
+    async def _idle_sync(self) -> None:
+        """Wait for an fdatasync in flight (it uses the active segment's descriptor)."""
+        task = self._sync_task
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    def _truncate(self, offset: int) -> None:
+        before = self.log_end_offset
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        # Newest first: a crash part-way leaves a shorter but gapless log.
+        for segment in reversed(self.segments[i + 1 :]):
+            segment.delete()
+        keep = self.segments[i]
+        found = keep.find(offset)
+        if found is not None:
+            keep.truncate(found[0], self.config.index_interval_bytes)
+        self.segments = self.segments[: i + 1]
+        self._bases = self._bases[: i + 1]
+        fsync_directory(self.directory)
+        self._after_cut(Offset(keep.next_offset))
+        log.warning(
+            "truncated %s-%d from log end %d to %d",
+            self.topic,
+            self.partition,
+            before,
+            self.log_end_offset,
+            extra={"truncated_records": before - self.log_end_offset},
+        )
+
+    def _restart_at(self, offset: int) -> None:
+        for segment in reversed(self.segments):
+            segment.delete()
+        for snapshot in snapshot_offsets(self.directory):
+            (self.directory / f"{snapshot:020d}.snapshot").unlink(missing_ok=True)
+        segment = Segment.create(self.directory, offset)
+        self.segments = [segment]
+        self._bases = [offset]
+        self.log_start_offset = Offset(offset)
+        self._write_log_start()
+        self.epochs.clear()
+        self.log_end_offset = self.local_end_offset = Offset(offset)
+        self.high_watermark = Offset(offset)
+        self.producers = ProducerStateTable()
+        self.checkpoint_high_watermark()
+        log.warning("restarted %s-%d empty at offset %d", self.topic, self.partition, offset)
+
+    def _after_cut(self, end: Offset) -> None:
+        self.log_end_offset = end
+        self.local_end_offset = Offset(min(self.local_end_offset, end))
+        if self.high_watermark > end:
+            self.high_watermark = end
+        self.epochs.truncate_from_end(end)
+        self._recover_producers()
 
     def flush(self) -> None:
         """fdatasync the active segment (interval policy; closed segments were synced on roll)."""
@@ -387,20 +682,36 @@ class PartitionLog:
 
     # --- reading -----------------------------------------------------------------------------
 
-    def check_offset(self, offset: int) -> None:
-        start, end = self.log_start_offset, self.high_watermark
+    def check_offset(self, offset: int, upper_bound: int | None = None) -> None:
+        """OffsetOutOfRangeError unless log start <= ``offset`` <= the readable end.
+
+        The readable end is ``upper_bound`` when given, else the high watermark -- or, for a
+        replicated partition, the log end: a consumer ahead of a new leader's high watermark
+        waits for it rather than being told its offset is invalid.
+        """
+        start = self.log_start_offset
+        if upper_bound is not None:
+            end = upper_bound
+        else:
+            end = self.log_end_offset if self.replicated else self.high_watermark
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(
                 f"Offset {offset} is out of range for partition {self.topic}-{self.partition}: "
                 f"valid range is [{start}, {end}]"
             )
 
-    def read(self, offset: int, max_bytes: int) -> FetchData:
-        """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one)."""
-        self.check_offset(offset)
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None) -> FetchData:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one).
+
+        Batches at or past the high watermark are not returned, unless ``upper_bound`` (a
+        follower's fetch: the log end offset) says how far to read instead.
+        """
+        self.check_offset(offset, upper_bound)
         hw = self.high_watermark
         empty = FetchData(b"", 0, Offset(offset), hw, self.log_start_offset)
-        if offset == hw:
+        if upper_bound is not None:
+            hw = Offset(upper_bound)
+        if offset >= hw:
             return empty
         i = bisect.bisect_right(self._bases, offset) - 1
         for segment in self.segments[max(i, 0) :]:
@@ -449,6 +760,22 @@ class PartitionLog:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        self._wake_end_waiters()
+
+    def end_changed(self) -> asyncio.Future[None]:
+        """A future completed when the log end offset next moves (or the log closes)."""
+        if self._end_waiter is None or self._end_waiter.done():
+            self._end_waiter = asyncio.get_running_loop().create_future()
+            if self.closed:
+                self._end_waiter.set_result(None)
+        return self._end_waiter
+
+    async def wait_for_end(self, offset: int, timeout_s: float) -> None:
+        """Return when the log end offset passes ``offset`` or after ``timeout_s`` (followers)."""
+        if offset < self.log_end_offset or timeout_s <= 0 or self.closed:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.end_changed()), timeout_s)
 
     def lookup_timestamp(self, timestamp: int) -> tuple[Offset, TimestampMs] | None:
         """The earliest offset whose record timestamp is >= ``timestamp``, and that timestamp."""
@@ -510,6 +837,7 @@ class PartitionLog:
             self._bases = self._bases[count:]
             self.log_start_offset = Offset(max(self.log_start_offset, self.segments[0].base_offset))
             self._write_log_start()
+            self.epochs.truncate_from_start(self.log_start_offset)
             for segment in doomed:
                 segment.delete()
             log.info(
@@ -532,6 +860,8 @@ class PartitionLog:
             self.active.write_indexes()
             self.producers.write_snapshot(self.directory, self.log_end_offset, sync=True)
             self._prune_snapshots()
+            if self.replicated:
+                self.checkpoint_high_watermark()
         for segment in self.segments:
             segment.close()
 

@@ -230,6 +230,23 @@ class Segment:
                 self.dirty = True
                 raise
 
+    def truncate(self, position: int, interval: int) -> None:
+        """Cut the file at ``position`` (a batch boundary), durably, and rebuild the indexes.
+
+        The segment is the active one afterwards: its index files, now stale, are removed (an
+        active segment's indexes live in memory and are rebuilt from the log on start).
+        """
+        os.ftruncate(self._fd, position)
+        os.fsync(self._fd)
+        self.size = position
+        self.dirty = False
+        self._rebuild_indexes(list(self.headers()), interval)
+        self.size = position
+        for path in (self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
+        if self.first_batch_ms >= 0:
+            self.created_ms = self.first_batch_ms
+
     def write_indexes(self) -> None:
         """Persist both indexes; a closing segment also records its largest timestamp."""
         if self.max_timestamp >= 0:

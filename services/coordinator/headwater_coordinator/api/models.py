@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from headwater.errors import HeadwaterError
 from headwater.groups.errors import InvalidTopicNameError
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import Offset, PartitionId
 from headwater_coordinator import coordinator as core
 from headwater_coordinator import names
@@ -73,7 +73,7 @@ class TopicPartitions(BaseModel):
     partitions: list[Annotated[int, JsonInteger(0, MAX_INT32)]]
 
     @classmethod
-    def of(cls, tps: Iterable[TopicPartition]) -> list[TopicPartitions]:
+    def of(cls, tps: Iterable[PartitionKey]) -> list[TopicPartitions]:
         """One entry per topic, topics and partitions sorted."""
         return [cls(topic=t, partitions=ps) for t, ps in encode_partitions(tps).items()]
 
@@ -125,14 +125,14 @@ class HeartbeatBody(BaseModel):
         json_schema_extra={"minimum": 0, "maximum": core.MAX_WAIT_MS},
     )
 
-    def owned_partitions(self) -> set[TopicPartition] | None:
+    def owned_partitions(self) -> set[PartitionKey] | None:
         if self.owned is None:
             return None
         # Checked here: an entry without partitions names a topic the set below leaves out.
         for entry in self.owned:
             if not names.is_valid(entry.topic):
                 raise InvalidTopicNameError(names.describe("topic name", entry.topic))
-        return {TopicPartition(o.topic, PartitionId(p)) for o in self.owned for p in o.partitions}
+        return {PartitionKey(o.topic, PartitionId(p)) for o in self.owned for p in o.partitions}
 
 
 class HeartbeatResponse(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any, cast
 import orjson
 from redis.asyncio import Redis
 
-from headwater.topic_partition import TopicPartition
+from headwater.topic_partition import PartitionKey
 from headwater.types import GroupEpoch, MemberEpoch
 from headwater_coordinator.group import Member
 from headwater_coordinator.store.connection import reaching_redis
@@ -89,7 +89,7 @@ class FastHeartbeat:
     member_id: str
     member_epoch: MemberEpoch
     now_ms: int
-    owned: Collection[TopicPartition] | None
+    owned: Collection[PartitionKey] | None
     topics: Collection[str] | None
     session_timeout_ms: int
     rebalance_timeout_ms: int

@@ -1,0 +1,279 @@
+"""Replication cost on a three-broker cluster, measured in one run and printed side by side.
+
+* **ingest** of 100-byte records in pre-encoded batches (1000 records a batch, 4 batches a
+  request, 4 partitions, 2 requests in flight per partition), each to the partition's leader:
+  RF=1 acks=1, RF=3 acks=1 and RF=3 acks=all (min.insync.replicas=2). The ratio of RF=3 acks=all
+  to RF=1 is the number to read (issue target: >= 0.5; Kafka's 2014 figure 0.51 had each broker
+  on its own machine, here three brokers and this client share the machine's cores).
+* **produce-to-consume latency** at RF=3 acks=all and about 10,000 records/s (100 records every
+  10 ms to one partition): each record carries its send time; a consumer long-polling the leader
+  reports when it sees it (records appear to consumers only below the high watermark, so this
+  is the replicated latency). p50 and p99.
+* **unavailability after kill -9 of the leader**: a producer sending acks=all batches in a loop
+  measures from its first failed send to its first acknowledged one at the new leader, for a few
+  kills (the killed broker restarted and back in sync before the next).
+
+Brokers are real processes (``BROKER_FSYNC=never``) on free loopback ports sharing a SQLite
+metadata file. Run: ``python bench/replication.py`` (``--quick`` for a shorter pass). Other work on
+the machine moves the numbers: compare rows of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from headwater.records import encode_batch  # noqa: E402
+from headwater.records.batch import decode_batches  # noqa: E402
+from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
+
+PARTITIONS = 4
+RECORD_BYTES = 100
+RECORDS_PER_BATCH = 1000
+BATCHES_PER_REQUEST = 4
+IN_FLIGHT = 2
+BATCH_TYPE = {"content-type": "application/vnd.headwater.batches"}
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ports = {b: free_port() for b in range(3)}
+        self.procs: dict[int, ServiceProcess] = {}
+
+    def start(self, broker_id: int) -> None:
+        env = {
+            "BROKER_ID": str(broker_id),
+            "BROKER_PORT": str(self.ports[broker_id]),
+            "BROKER_DATA_DIR": str(self.root / f"broker-{broker_id}"),
+            "BROKER_METADATA_URL": f"sqlite:///{self.root / 'cluster.db'}",
+            "BROKER_FSYNC": "never",
+            "BROKER_LOG_LEVEL": "warning",
+        }
+        self.procs[broker_id] = ServiceProcess(
+            "headwater_broker",
+            self.ports[broker_id],
+            env,
+            log_path=self.root / f"broker-{broker_id}.log",
+            cwd=ROOT,
+        ).start()
+
+    def url(self, broker_id: int) -> str:
+        return f"http://127.0.0.1:{self.ports[broker_id]}"
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()
+
+    async def describe(self, client: httpx.AsyncClient, topic: str) -> list[dict[str, Any]]:
+        for b, proc in self.procs.items():
+            if not proc.running():
+                continue
+            try:
+                answer = await client.get(f"{self.url(b)}/topics/{topic}")
+            except httpx.HTTPError:
+                continue
+            if answer.status_code == 200:
+                partitions: list[dict[str, Any]] = answer.json()["partitions"]
+                return partitions
+        return []
+
+    async def leaders(self, client: httpx.AsyncClient, topic: str) -> dict[int, int]:
+        return {p["partition"]: p["leader"] for p in await self.describe(client, topic)}
+
+    async def wait(self, client: httpx.AsyncClient, topic: str, rf: int) -> None:
+        """Until every partition has a leader and a full ISR (bounded)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            parts = await self.describe(client, topic)
+            if parts and all(p["leader"] >= 0 and len(p["isr"]) == rf for p in parts):
+                return
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"{topic} did not get leaders and a full ISR")
+
+
+def request_body() -> bytes:
+    batch = encode_batch(
+        [(None, b"x" * RECORD_BYTES, []) for _ in range(RECORDS_PER_BATCH)], timestamp_ms=1
+    )
+    return batch * BATCHES_PER_REQUEST
+
+
+async def ingest(
+    cluster: Cluster, client: httpx.AsyncClient, topic: str, acks: str, seconds: float
+) -> float:
+    leaders = await cluster.leaders(client, topic)
+    body = request_body()
+    per_request = RECORDS_PER_BATCH * BATCHES_PER_REQUEST
+    acked = 0
+    stop = time.monotonic() + seconds
+
+    async def sender(partition: int) -> None:
+        nonlocal acked
+        url = f"{cluster.url(leaders[partition])}/topics/{topic}/partitions/{partition}/batches"
+        while time.monotonic() < stop:
+            answer = await client.post(url, content=body, headers=BATCH_TYPE, params={"acks": acks})
+            if answer.status_code != 200:
+                raise RuntimeError(f"{answer.status_code} {answer.text}")
+            acked += per_request
+
+    start = time.monotonic()
+    await asyncio.gather(*(sender(p) for p in range(PARTITIONS) for _ in range(IN_FLIGHT)))
+    return acked / (time.monotonic() - start)
+
+
+async def latency(
+    cluster: Cluster, client: httpx.AsyncClient, topic: str, seconds: float
+) -> list[float]:
+    leader = (await cluster.leaders(client, topic))[0]
+    base = f"{cluster.url(leader)}/topics/{topic}/partitions/0"
+    seen: list[float] = []
+    done = asyncio.Event()
+
+    async def consume() -> None:
+        offset = 0
+        while not done.is_set():
+            answer = await client.get(
+                f"{base}/records",
+                params={"offset": offset, "max_wait_ms": 500},
+                headers={"accept": "application/vnd.headwater.batches"},
+            )
+            now = time.perf_counter_ns()
+            if answer.content:
+                for record in decode_batches(answer.content):
+                    (sent,) = struct.unpack_from(">q", record.value or b"")
+                    seen.append((now - sent) / 1e6)
+                offset = int(answer.headers["headwater-next-offset"])
+
+    async def produce() -> None:
+        stop = time.monotonic() + seconds
+        tick = time.monotonic()
+        while time.monotonic() < stop:
+            sent = time.perf_counter_ns()
+            value = struct.pack(">q", sent) + b"y" * (RECORD_BYTES - 8)
+            body = encode_batch([(None, value, []) for _ in range(100)], timestamp_ms=1)
+            answer = await client.post(
+                f"{base}/batches", content=body, headers=BATCH_TYPE, params={"acks": "all"}
+            )
+            if answer.status_code != 200:
+                raise RuntimeError(f"{answer.status_code} {answer.text}")
+            tick += 0.01
+            await asyncio.sleep(max(0.0, tick - time.monotonic()))
+        await asyncio.sleep(1.0)
+        done.set()
+
+    await asyncio.gather(consume(), produce())
+    return seen
+
+
+async def unavailability(cluster: Cluster, client: httpx.AsyncClient, topic: str) -> float:
+    """Seconds from the first failed acks=all send after kill -9 of the leader to the next ack."""
+    body = encode_batch([(None, b"z" * RECORD_BYTES, [])], timestamp_ms=1)
+    victim = (await cluster.leaders(client, topic))[0]
+    cluster.procs[victim].kill()
+    first_failure = time.monotonic()
+    while True:
+        leader = (await cluster.leaders(client, topic)).get(0, -1)
+        if leader >= 0 and leader != victim:
+            try:
+                answer = await client.post(
+                    f"{cluster.url(leader)}/topics/{topic}/partitions/0/batches",
+                    content=body,
+                    headers=BATCH_TYPE,
+                    params={"acks": "all"},
+                )
+                if answer.status_code == 200:
+                    took = time.monotonic() - first_failure
+                    break
+            except httpx.HTTPError:
+                pass
+        await asyncio.sleep(0.02)
+    cluster.start(victim)
+    await cluster.wait(client, topic, 3)
+    return took
+
+
+async def run(quick: bool) -> None:
+    seconds = 3.0 if quick else 8.0
+    kills = 2 if quick else 5
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = Cluster(Path(tmp))
+        try:
+            for b in range(3):
+                cluster.start(b)
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+            async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+                topics = {}
+                for rf in (1, 3):
+                    name = f"bench-rf{rf}-{uuid.uuid4().hex[:6]}"
+                    answer = await client.post(
+                        f"{cluster.url(0)}/topics",
+                        json={
+                            "name": name,
+                            "partitions": PARTITIONS,
+                            "replication_factor": rf,
+                            "configs": {"min.insync.replicas": str(min(rf, 2))},
+                        },
+                    )
+                    answer.raise_for_status()
+                    await cluster.wait(client, name, rf)
+                    topics[rf] = name
+                rows = [
+                    ("RF=1 acks=1", await ingest(cluster, client, topics[1], "1", seconds)),
+                    ("RF=3 acks=1", await ingest(cluster, client, topics[3], "1", seconds)),
+                    ("RF=3 acks=all", await ingest(cluster, client, topics[3], "all", seconds)),
+                ]
+                base = rows[0][1]
+                print(f"ingest, {RECORD_BYTES} B records, pre-encoded batches, 3 brokers:")
+                for label, rate in rows:
+                    print(f"  {label:<14} {rate:>12,.0f} rec/s   {rate / base:5.2f}x RF=1")
+                lat_topic = f"bench-lat-{uuid.uuid4().hex[:6]}"
+                answer = await client.post(
+                    f"{cluster.url(0)}/topics",
+                    json={
+                        "name": lat_topic,
+                        "partitions": 1,
+                        "replication_factor": 3,
+                        "configs": {"min.insync.replicas": "2"},
+                    },
+                )
+                answer.raise_for_status()
+                await cluster.wait(client, lat_topic, 3)
+                seen = sorted(await latency(cluster, client, lat_topic, seconds))
+                p50 = seen[len(seen) // 2]
+                p99 = seen[int(len(seen) * 0.99)]
+                print(
+                    f"produce-to-consume, RF=3 acks=all, ~10,000 rec/s: p50 {p50:.1f} ms, "
+                    f"p99 {p99:.1f} ms ({len(seen)} records)"
+                )
+                outages = [await unavailability(cluster, client, lat_topic) for _ in range(kills)]
+                print(
+                    f"unavailability after kill -9 of the leader ({kills} kills): median "
+                    f"{statistics.median(outages):.2f} s, max {max(outages):.2f} s"
+                )
+        finally:
+            cluster.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a shorter pass")
+    args = parser.parse_args()
+    asyncio.run(run(args.quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""Follower fetcher tasks: one per leader broker, long-polling ``POST /replication/fetch``.
+
+A :class:`ReplicaFetcher` holds the :class:`FollowerPartition` of every partition this broker
+follows at one leader and runs one loop: build a request from them, send it (the leader holds it
+up to ``max_wait_ms`` until there is data), apply each partition's answer, repeat. Adding or
+removing a partition interrupts a request in flight, so a new follower starts copying at once.
+
+Failures never stop the loop: a leader that does not answer or answers with an error status is
+tried again after a back-off (the metadata moves the partition to another leader meanwhile, and
+the replica manager moves it to that leader's fetcher); a partition whose answer says one side's
+view is stale (fenced or unknown epoch, not leader yet) is asked again after a back-off, until
+the replica manager hands it a new :class:`FollowerPartition`; one this broker cannot store
+(a storage error, a refused batch) is paused until then.
+
+:func:`answer_fetch` is the leader's side of the same route, without a web framework: request
+bytes in, answer chunks out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
+from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
+from headwater_broker.replication.leader import PartitionLeader, serve_fetch
+from headwater_broker.replication.wire import (
+    MEDIA_TYPE,
+    FetchPartition,
+    MalformedFetchResponseError,
+    PartitionResult,
+    ReplicaFetchRequest,
+    decode_response,
+    encode_response,
+)
+
+log = logging.getLogger("headwater.broker.replication")
+
+FETCH_PATH = "/replication/fetch"
+PartitionKey = tuple[str, int]
+
+
+async def answer_fetch(
+    body: bytes,
+    leader_for: Callable[[str, int], PartitionLeader | None],
+    leader_hint: Callable[[str, int], NotLeaderOrFollowerError],
+    now_ms: Callable[[], int],
+) -> list[bytes]:
+    """The leader's answer to a ``POST /replication/fetch`` body, as chunks to send.
+
+    Raises MalformedRequestError (400) for a bad body; every per-partition problem is in the
+    answer's table. ``leader_hint`` makes the 42101 of a partition this broker does not lead.
+    """
+    request = ReplicaFetchRequest.from_json(body)
+
+    def not_leader(entry: FetchPartition) -> PartitionResult:
+        error = leader_hint(entry.topic, entry.partition)
+        return PartitionResult(
+            entry.topic,
+            entry.partition,
+            error.error_code,
+            error.message,
+            leader_epoch=error.leader_epoch,
+        )
+
+    return encode_response(await serve_fetch(request, leader_for, not_leader, now_ms))
+
+
+@dataclass
+class _Followed:
+    follower: FollowerPartition
+    paused: bool = False
+    retry_at: float = 0.0
+
+
+class ReplicaFetcher:
+    """Copies every partition this broker follows at one leader broker."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        leader_id: int,
+        leader_url: str,
+        client: httpx.AsyncClient,
+        now_ms: Callable[[], int],
+        max_wait_ms: int = 500,
+        partition_max_bytes: int = 1024 * 1024,
+        backoff_s: float = 0.2,
+        on_outcome: Callable[[FollowerPartition, ApplyOutcome], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.leader_id = leader_id
+        self.leader_url = leader_url.rstrip("/")
+        self.client = client
+        self.now_ms = now_ms
+        self.max_wait_ms = max_wait_ms
+        self.partition_max_bytes = partition_max_bytes
+        self.backoff_s = backoff_s
+        self.on_outcome = on_outcome
+        self.partitions: dict[PartitionKey, _Followed] = {}
+        self.rounds = 0  # answers applied (for tests and metrics)
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- membership -------------------------------------------------------------------------
+
+    def add(self, follower: FollowerPartition) -> None:
+        """Follow a partition here (replacing its previous follower state, if any)."""
+        key = (follower.plog.topic, int(follower.plog.partition))
+        self.partitions[key] = _Followed(follower)
+        self._changed.set()
+
+    def remove(self, topic: str, partition: int) -> FollowerPartition | None:
+        followed = self.partitions.pop((topic, partition), None)
+        self._changed.set()
+        return None if followed is None else followed.follower
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def _request(self) -> tuple[ReplicaFetchRequest, dict[PartitionKey, _Followed]]:
+        loop_now = asyncio.get_running_loop().time()
+        chosen = {
+            key: followed
+            for key, followed in self.partitions.items()
+            if not followed.paused and followed.retry_at <= loop_now
+        }
+        entries = [f.follower.fetch_entry(self.partition_max_bytes) for f in chosen.values()]
+        request = ReplicaFetchRequest(
+            self.broker_id, self.broker_epoch(), entries, max_wait_ms=self.max_wait_ms
+        )
+        return request, chosen
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug must not stop replication silently: log it whole and go on.
+                log.exception("replica fetcher of broker %d failed; retrying", self.leader_id)
+                await asyncio.sleep(self.backoff_s)
+
+    async def _round(self) -> None:
+        """One request and its answer (or one wait when there is nothing to fetch)."""
+        self._changed.clear()
+        request, chosen = self._request()
+        if not chosen:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self.backoff_s)
+            return
+        send = asyncio.ensure_future(self._send(request))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({send, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            if not send.done():
+                # The partitions changed (ask again with the new set), or we are stopping.
+                send.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await send
+        if send.cancelled():
+            return
+        try:
+            results = send.result()
+        except (httpx.HTTPError, MalformedFetchResponseError, HeadwaterError) as exc:
+            log.warning(
+                "replica fetch from broker %d at %s failed: %s",
+                self.leader_id,
+                self.leader_url,
+                exc,
+            )
+            await asyncio.sleep(self.backoff_s)
+            return
+        await self._apply(results, chosen)
+
+    async def _send(self, request: ReplicaFetchRequest) -> list[PartitionResult]:
+        timeout = request.max_wait_ms / 1000 + 10
+        answer = await self.client.post(
+            self.leader_url + FETCH_PATH,
+            content=request.to_json(),
+            headers={"content-type": "application/json", "accept": MEDIA_TYPE},
+            timeout=timeout,
+        )
+        if answer.status_code != 200:
+            raise HeadwaterError(f"HTTP {answer.status_code}: {answer.text[:300]}")
+        return decode_response(answer.content)
+
+    async def _apply(
+        self, results: list[PartitionResult], chosen: dict[PartitionKey, _Followed]
+    ) -> None:
+        self.rounds += 1
+        loop_now = asyncio.get_running_loop().time()
+        for result in results:
+            key = (result.topic, result.partition)
+            followed = chosen.get(key)
+            if followed is None or self.partitions.get(key) is not followed:
+                continue  # removed or replaced while the request was out
+            try:
+                outcome = await followed.follower.apply(result, self.now_ms())
+            except HeadwaterError as exc:
+                # A storage error or a refused batch: this replica stops copying the partition
+                # until the replica manager sets it up again.
+                log.error("replicating %s-%d failed: %s", result.topic, result.partition, exc)
+                followed.paused = True
+                continue
+            if outcome.needs_metadata or outcome.retry:
+                # Either side's metadata may be behind (a leader that has not taken the
+                # partition yet answers 42101): ask again after a back-off; the replica manager
+                # replaces this follower state when this broker's view changes.
+                followed.retry_at = loop_now + self.backoff_s
+            if self.on_outcome is not None:
+                self.on_outcome(followed.follower, outcome)

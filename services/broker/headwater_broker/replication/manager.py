@@ -1,0 +1,263 @@
+"""One broker's replication: its leaders, its fetchers, in-sync proposals and checkpoints.
+
+The replica manager (``headwater_broker.replicas``) tells it, from each metadata image, which
+partitions this broker leads (:meth:`Replication.lead`) and which it follows at which leader
+(:meth:`Replication.follow`). It keeps one :class:`PartitionLeader` per led partition and one
+:class:`ReplicaFetcher` per leader broker followed, and runs one background loop that sends the
+leaders' in-sync proposals to the controller and checkpoints high watermarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import httpx
+
+from headwater.errors import HeadwaterError
+from headwater_broker import metrics
+from headwater_broker.cluster.election import IsrProposal
+from headwater_broker.cluster.state import PartitionState
+from headwater_broker.log.partition import PartitionLog
+from headwater_broker.replication.fetcher import ReplicaFetcher
+from headwater_broker.replication.follower import FollowerPartition
+from headwater_broker.replication.leader import PartitionLeader
+
+log = logging.getLogger("headwater.broker.replication")
+
+Key = tuple[str, int]
+CHECKPOINT_INTERVAL_S = 5.0
+
+
+class Replication:
+    """Leaders and fetchers of one broker (``start()`` / ``close()``)."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        now_ms: Callable[[], int],
+        send_isr: Callable[[IsrProposal], Awaitable[PartitionState]],
+        is_active: Callable[[int], bool],
+        isr_interval_s: float = 0.25,
+        fetch_max_wait_ms: int = 500,
+    ) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.now_ms = now_ms
+        self.send_isr = send_isr
+        self.is_active = is_active
+        self.isr_interval_s = isr_interval_s
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.leaders: dict[Key, PartitionLeader] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.followed: dict[Key, tuple[int, int]] = {}  # -> (leader id, leader epoch)
+        self.logs: dict[Key, PartitionLog] = {}
+        self.client = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=32))
+        self._task: asyncio.Task[None] | None = None
+        self._sending: set[Key] = set()
+        self._background: set[asyncio.Task[None]] = set()
+        self._lag_series: set[Key] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="replication")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        for background in list(self._background):
+            background.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await background
+        self.fetchers.clear()
+        for leader in self.leaders.values():
+            leader.resign()
+        self.leaders.clear()
+        for plog in self.logs.values():
+            with contextlib.suppress(OSError):
+                plog.checkpoint_high_watermark()
+        await self.client.aclose()
+
+    # --- roles --------------------------------------------------------------------------------
+
+    def leader_for(self, topic: str, partition: int) -> PartitionLeader | None:
+        return self.leaders.get((topic, partition))
+
+    def lead(
+        self,
+        plog: PartitionLog,
+        state: PartitionState,
+        *,
+        min_insync_replicas: int,
+        replica_lag_time_max_ms: int,
+    ) -> PartitionLeader:
+        """Lead ``plog`` as ``state`` says (a new leader epoch, or new ISR / replicas in it)."""
+        key = (state.topic, int(state.partition))
+        self._unfollow(key)
+        self.logs[key] = plog
+        leader = self.leaders.get(key)
+        now = self.now_ms()
+        if leader is not None and leader.leader_epoch == state.leader_epoch and leader.plog is plog:
+            leader.min_insync_replicas = min_insync_replicas
+            leader.lag_time_max_ms = replica_lag_time_max_ms
+            if state.partition_epoch > leader.partition_epoch:
+                leader.update_partition(
+                    partition_epoch=state.partition_epoch,
+                    isr=list(state.isr),
+                    replicas=list(state.replicas),
+                    now_ms=now,
+                )
+            return leader
+        if leader is not None:
+            leader.resign()
+        leader = PartitionLeader(
+            plog,
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch(),
+            leader_epoch=state.leader_epoch,
+            partition_epoch=state.partition_epoch,
+            replicas=list(state.replicas),
+            isr=list(state.isr),
+            now_ms=now,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            min_insync_replicas=min_insync_replicas,
+            is_eligible=self.is_active,
+        )
+        self.leaders[key] = leader
+        return leader
+
+    def follow(self, plog: PartitionLog, state: PartitionState, leader_url: str | None) -> None:
+        """Follow ``state.leader`` (nothing is fetched while it is unknown or this broker)."""
+        key = (state.topic, int(state.partition))
+        self._resign(key)
+        self.logs[key] = plog
+        if state.leader < 0 or state.leader == self.broker_id or leader_url is None:
+            self._unfollow(key)
+            plog.set_replicated(True)
+            return
+        if self.followed.get(key) == (state.leader, state.leader_epoch):
+            fetcher = self.fetchers.get(state.leader)
+            if fetcher is not None and fetcher.leader_url == leader_url.rstrip("/"):
+                return
+        self._unfollow(key)
+        fetcher = self.fetchers.get(state.leader)
+        if fetcher is None or fetcher.leader_url != leader_url.rstrip("/"):
+            if fetcher is not None:
+                self._spawn(fetcher.stop())
+            fetcher = ReplicaFetcher(
+                broker_id=self.broker_id,
+                broker_epoch=self.broker_epoch,
+                leader_id=state.leader,
+                leader_url=leader_url,
+                client=self.client,
+                now_ms=self.now_ms,
+                max_wait_ms=self.fetch_max_wait_ms,
+            )
+            self.fetchers[state.leader] = fetcher
+            fetcher.start()
+        fetcher.add(
+            FollowerPartition(plog, leader_id=state.leader, leader_epoch=state.leader_epoch)
+        )
+        self.followed[key] = (state.leader, state.leader_epoch)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def drop(self, topic: str, partition: int) -> None:
+        """Neither lead nor follow the partition any more (its replica is being deleted)."""
+        key = (topic, partition)
+        self._resign(key)
+        self._unfollow(key)
+        self.logs.pop(key, None)
+
+    def _resign(self, key: Key) -> None:
+        leader = self.leaders.pop(key, None)
+        if leader is not None:
+            leader.resign()
+        if key in self._lag_series:
+            # At once, not at the next metrics pass: a deleted topic's series go with it.
+            self._lag_series.discard(key)
+            with contextlib.suppress(KeyError):
+                metrics.FOLLOWER_LAG.remove(key[0], str(key[1]))
+
+    def _unfollow(self, key: Key) -> None:
+        followed = self.followed.pop(key, None)
+        if followed is None:
+            return
+        fetcher = self.fetchers.get(followed[0])
+        if fetcher is not None:
+            fetcher.remove(*key)
+
+    # --- background ---------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_checkpoint = loop.time() + CHECKPOINT_INTERVAL_S
+        while True:
+            await asyncio.sleep(self.isr_interval_s)
+            now = self.now_ms()
+            for key, leader in list(self.leaders.items()):
+                leader.maybe_advance_high_watermark(now)
+                if key in self._sending:
+                    continue
+                proposal = leader.isr_proposal(now)
+                if proposal is not None:
+                    self._sending.add(key)
+                    self._spawn(self._propose(key, leader, proposal))
+            self._update_metrics()
+            if loop.time() >= next_checkpoint:
+                next_checkpoint = loop.time() + CHECKPOINT_INTERVAL_S
+                for plog in list(self.logs.values()):
+                    try:
+                        plog.checkpoint_high_watermark()
+                    except OSError as exc:
+                        log.warning("checkpointing the high watermark of %s: %s", plog.topic, exc)
+
+    def _update_metrics(self) -> None:
+        under_replicated = under_min_isr = 0
+        for (topic, partition), leader in self.leaders.items():
+            if len(leader.isr) < len(leader.replicas):
+                under_replicated += 1
+            if len(leader.isr) < leader.min_insync_replicas:
+                under_min_isr += 1
+            end = leader.plog.log_end_offset
+            lag = max(
+                (end - max(f.log_end_offset, 0) for f in leader.followers.values()), default=0
+            )
+            metrics.FOLLOWER_LAG.labels(topic, str(partition)).set(lag)
+        metrics.UNDER_REPLICATED_PARTITIONS.set(under_replicated)
+        metrics.UNDER_MIN_ISR_PARTITIONS.set(under_min_isr)
+        for topic, partition in self._lag_series - set(self.leaders):
+            with contextlib.suppress(KeyError):
+                metrics.FOLLOWER_LAG.remove(topic, str(partition))
+        self._lag_series = set(self.leaders)
+
+    async def _propose(self, key: Key, leader: PartitionLeader, proposal: IsrProposal) -> None:
+        try:
+            state = await self.send_isr(proposal)
+        except (HeadwaterError, httpx.HTTPError) as exc:
+            log.warning("ISR proposal %s for %s-%d failed: %s", proposal.isr, *key, exc)
+            leader.proposal_failed()
+        else:
+            if state.leader_epoch == leader.leader_epoch and not leader.resigned:
+                leader.update_partition(
+                    partition_epoch=state.partition_epoch,
+                    isr=list(state.isr),
+                    replicas=list(state.replicas),
+                    now_ms=self.now_ms(),
+                )
+            else:
+                leader.proposal_failed()
+        finally:
+            self._sending.discard(key)

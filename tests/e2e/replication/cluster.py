@@ -1,0 +1,258 @@
+"""Three broker processes on one SQLite metadata file, for the replication fault tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from headwater.records.batch import decode_batches, encode_batch, iter_batches
+from tests.support import ServiceProcess, free_port
+
+BATCHES = {"content-type": "application/vnd.headwater.batches"}
+
+
+class Cluster:
+    def __init__(self, root: Path, metadata_url: str | None = None) -> None:
+        self.root = root
+        self.metadata_url = metadata_url or f"sqlite:///{root / 'cluster.db'}"
+        self.ports = {b: free_port() for b in range(3)}
+        self.procs: dict[int, ServiceProcess] = {}
+
+    def start(self, broker_id: int, **extra: str) -> None:
+        env = {
+            "BROKER_ID": str(broker_id),
+            "BROKER_PORT": str(self.ports[broker_id]),
+            "BROKER_DATA_DIR": str(self.root / f"broker-{broker_id}"),
+            "BROKER_METADATA_URL": self.metadata_url,
+            "BROKER_FSYNC": "never",
+            "BROKER_REPLICA_LAG_TIME_MAX_MS": "4000",
+            "BROKER_REQUEST_TIMEOUT_MS": "10000",
+            **extra,
+        }
+        log_path = self.root / f"broker-{broker_id}.log"
+        self.procs[broker_id] = ServiceProcess(
+            "headwater_broker", self.ports[broker_id], env, log_path=log_path
+        ).start()
+
+    def url(self, broker_id: int) -> str:
+        return f"http://127.0.0.1:{self.ports[broker_id]}"
+
+    def alive(self) -> list[int]:
+        return [b for b, p in self.procs.items() if p.running()]
+
+    def describe(self, topic: str) -> dict[str, object] | None:
+        for b in self.alive():
+            try:
+                answer = httpx.get(f"{self.url(b)}/topics/{topic}", timeout=1)
+            except httpx.HTTPError:
+                continue
+            if answer.status_code == 200:
+                partition: dict[str, object] = answer.json()["partitions"][0]
+                return partition
+        return None
+
+    def leader(self, topic: str) -> int:
+        described = self.describe(topic)
+        leader = -1 if described is None else described["leader"]
+        assert isinstance(leader, int)
+        return leader
+
+    def high_watermark(self, topic: str) -> int:
+        described = self.describe(topic)
+        end = -1 if described is None else described["end_offset"]
+        assert isinstance(end, int)
+        return end
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def partition_log(data_dir: Path, topic: str) -> bytes:
+    """The batches of a replica's partition directory, segments in offset order."""
+    directory = data_dir / f"{topic}-0"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def below(data: bytes, end: int) -> bytes:
+    """The whole batches of ``data`` that end before offset ``end``."""
+    cut = 0
+    for pos, header in iter_batches(data):
+        if header.last_offset >= end:
+            break
+        cut = pos + header.size
+    return data[:cut]
+
+
+def read_values(url: str, topic: str) -> tuple[list[str], int]:
+    """Every value of partition 0 read from its leader, and the high watermark reached."""
+    values: list[str] = []
+    offset = 0
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while True:
+            answer = client.get(
+                f"/topics/{topic}/partitions/0/records",
+                params={"offset": offset},
+                headers={"accept": "application/vnd.headwater.batches"},
+            )
+            answer.raise_for_status()
+            if not answer.content:
+                return values, offset
+            values.extend(bytes(r.value or b"").decode() for r in decode_batches(answer.content))
+            offset = int(answer.headers["headwater-next-offset"])
+
+
+def batch_epochs(url: str, topic: str) -> dict[int, int]:
+    """The leader epoch stamped into each stored batch of partition 0, by its last offset."""
+    epochs: dict[int, int] = {}
+    offset = 0
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while True:
+            answer = client.get(
+                f"/topics/{topic}/partitions/0/records",
+                params={"offset": offset},
+                headers={"accept": "application/vnd.headwater.batches"},
+            )
+            answer.raise_for_status()
+            if not answer.content:
+                return epochs
+            for _pos, header in iter_batches(answer.content):
+                epochs[header.last_offset] = header.partition_leader_epoch
+            offset = int(answer.headers["headwater-next-offset"])
+
+
+def check_acknowledged(values: list[str], acknowledged: list[str]) -> None:
+    """Every acknowledged value stored once, in acknowledged order."""
+    assert len(values) == len(set(values)), "a value stored twice"
+    positions = {v: i for i, v in enumerate(values)}
+    lost = [v for v in acknowledged if v not in positions]
+    assert not lost, f"{len(lost)} acknowledged values lost, first {lost[:5]}"
+    order = [positions[v] for v in acknowledged]
+    assert order == sorted(order), "acknowledged values out of order"
+
+
+def replicas_identical(root: Path, topic: str, high_watermark: int) -> None:
+    logs = [below(partition_log(root / f"broker-{b}", topic), high_watermark) for b in range(3)]
+    assert logs[0] == logs[1] == logs[2]
+    assert len(list(iter_batches(logs[0]))) > 0
+
+
+def create_topic(cluster: Cluster, topic: str) -> None:
+    created = httpx.post(
+        f"{cluster.url(0)}/topics",
+        json={
+            "name": topic,
+            "partitions": 1,
+            "replication_factor": 3,
+            "configs": {"min.insync.replicas": "2", "segment.bytes": "4000"},
+        },
+        timeout=10,
+    )
+    assert created.status_code == 201, created.text
+    wait_for(lambda: cluster.leader(topic) >= 0, 30, "a leader")
+
+
+def start_three(cluster: Cluster, **extra: str) -> None:
+    for b in range(3):
+        cluster.start(b, **extra)
+
+    def all_active() -> bool:
+        brokers = httpx.get(f"{cluster.url(0)}/cluster", timeout=5).json()["brokers"]
+        return sum(1 for b in brokers if b["state"] == "active") == 3
+
+    wait_for(all_active, 30, "three active brokers")
+
+
+PER_BATCH = 5
+
+
+class Producer:
+    """An idempotent acks=all producer of unique values in a thread, following the leader.
+
+    Each batch is retried with its sequence after a 421, 503, 504, timeout or refused connection
+    (as the SDK does) until acknowledged; any other answer, or a batch not acknowledged within a
+    minute, is an error that stops it. ``answers`` records (time, broker, status, last offset or
+    -1) of each send.
+    """
+
+    def __init__(
+        self, cluster: Cluster, topic: str, producer: dict[str, int], timeout_s: float = 15
+    ) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.producer = producer
+        self.timeout_s = timeout_s
+        self.acknowledged: list[str] = []
+        self.last_offsets: list[int] = []
+        self.errors: list[str] = []
+        self.answers: list[tuple[float, int, int, int]] = []  # time, broker, status, last offset
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+        assert not self._thread.is_alive(), "the producer did not stop"
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        finally:
+            self.done.set()
+
+    def _produce(self) -> None:
+        with httpx.Client(timeout=self.timeout_s) as client:
+            leader = self.cluster.leader(self.topic)
+            for i in range(100_000):  # bounded; the test stops it long before
+                if self._stop.is_set():
+                    return
+                values = [f"v{i}-{j}" for j in range(PER_BATCH)]
+                body = encode_batch(
+                    [(None, v.encode(), []) for v in values],
+                    producer_id=self.producer["producer_id"],
+                    producer_epoch=self.producer["producer_epoch"],
+                    base_sequence=i * PER_BATCH,
+                )
+                deadline = time.monotonic() + 60
+                while True:
+                    if time.monotonic() > deadline:
+                        self.errors.append(f"batch {i} never acknowledged")
+                        return
+                    url = f"{self.cluster.url(leader)}/topics/{self.topic}/partitions/0/batches"
+                    try:
+                        answer = client.post(
+                            url, params={"acks": "all"}, content=body, headers=BATCHES
+                        )
+                    except httpx.HTTPError:
+                        answer = None
+                    status = 0 if answer is None else answer.status_code
+                    last = -1
+                    if answer is not None and answer.status_code == 200:
+                        last = answer.json()["batches"][0]["last_offset"]
+                    self.answers.append((time.monotonic(), leader, status, last))
+                    if last >= 0:
+                        self.acknowledged.extend(values)
+                        self.last_offsets.append(last)
+                        break
+                    if answer is not None and answer.status_code not in (421, 503, 504):
+                        self.errors.append(f"batch {i}: {answer.status_code} {answer.text}")
+                        return
+                    time.sleep(0.05)
+                    leader = max(self.cluster.leader(self.topic), 0)

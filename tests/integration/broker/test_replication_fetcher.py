@@ -1,0 +1,210 @@
+"""Follower fetchers over real HTTP on loopback: a leader's partitions served by
+``answer_fetch`` behind a real server socket, copied by a ReplicaFetcher into another log."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
+from headwater.records.batch import iter_batches
+from headwater.types import PartitionId
+from headwater_broker.log.partition import PartitionLog
+from headwater_broker.replication.fetcher import FETCH_PATH, ReplicaFetcher, answer_fetch
+from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
+from headwater_broker.replication.leader import PartitionLeader
+from headwater_broker.replication.wire import MEDIA_TYPE
+from headwater_broker.topic_config import TopicConfig
+from tests.unit.broker.replication_sim import NOW, log_bytes, log_values, values_batch
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def open_log(path: Path, partition: int = 0) -> PartitionLog:
+    return PartitionLog.open(
+        path, "t", PartitionId(partition), TopicConfig(), "never", replicated=True
+    )
+
+
+@asynccontextmanager
+async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> AsyncIterator[str]:
+    """A real HTTP server on a loopback port answering the replica-fetch route."""
+
+    async def fetch(request: Request) -> Response:
+        def hint(topic: str, partition: int) -> NotLeaderOrFollowerError:
+            return NotLeaderOrFollowerError(f"not leading {topic}-{partition}")
+
+        try:
+            chunks = await answer_fetch(
+                await request.body(),
+                lambda t, p: leaders.get((t, p)),
+                hint,
+                lambda: NOW,
+            )
+        except HeadwaterError as exc:
+            return Response(str(exc.to_body()), status_code=exc.http_status)
+
+        async def stream() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield chunk
+
+        return StreamingResponse(stream(), media_type=MEDIA_TYPE)
+
+    app = Starlette(routes=[Route(FETCH_PATH, fetch, methods=["POST"])])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        sock.close()
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
+    """Wait (bounded) for ``condition``; fail with the test's own assertion afterwards."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def test_a_fetcher_copies_every_partition_and_drives_acks_all(tmp_path: Path) -> None:
+    leaders = {}
+    followers = []
+    for p in (0, 1):
+        leader_log = open_log(tmp_path / f"leader-{p}", p)
+        leaders[("t", p)] = PartitionLeader(
+            leader_log,
+            broker_id=1,
+            broker_epoch=1,
+            leader_epoch=4,
+            partition_epoch=9,
+            replicas=[1, 2],
+            isr=[1, 2],
+            now_ms=NOW,
+            min_insync_replicas=2,
+        )
+        followers.append(
+            FollowerPartition(open_log(tmp_path / f"follower-{p}", p), leader_id=1, leader_epoch=4)
+        )
+    async with leader_server(leaders) as url, httpx.AsyncClient() as client:
+        fetcher = ReplicaFetcher(
+            broker_id=2,
+            broker_epoch=lambda: 3,
+            leader_id=1,
+            leader_url=url,
+            client=client,
+            now_ms=lambda: NOW,
+            max_wait_ms=2000,
+        )
+        fetcher.add(followers[0])
+        fetcher.start()
+        try:
+            # acks=all on partition 0 is answered once the fetcher has copied and reported it.
+            lead = leaders[("t", 0)]
+            for i in range(5):
+                body = bytearray(values_batch([f"a{i}", f"b{i}"]))
+                results = await asyncio.wait_for(
+                    lead.append(body, list(iter_batches(body)), NOW, acks=-1, timeout_s=10), 15
+                )
+                assert results[0].base_offset == 2 * i
+            assert lead.plog.high_watermark == 10
+            # A partition added while a long poll is out is fetched without waiting for it.
+            other = leaders[("t", 1)]
+            body = bytearray(values_batch(["x"]))
+            await other.append(body, list(iter_batches(body)), NOW, acks=1, timeout_s=1)
+            fetcher.add(followers[1])
+            await until(lambda: other.plog.high_watermark == 1)
+            assert other.plog.high_watermark == 1
+            await until(lambda: followers[0].plog.high_watermark == 10)
+        finally:
+            await fetcher.stop()
+    for p, follower in enumerate(followers):
+        leader_log = leaders[("t", p)].plog
+        assert log_bytes(follower.plog) == log_bytes(leader_log)
+    assert log_values(followers[0].plog)[:2] == ["a0", "b0"]
+    assert followers[0].plog.high_watermark == 10
+
+
+async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
+    tmp_path: Path,
+) -> None:
+    leader_log = open_log(tmp_path / "leader")
+    lead = PartitionLeader(
+        leader_log,
+        broker_id=1,
+        broker_epoch=1,
+        leader_epoch=6,
+        partition_epoch=1,
+        replicas=[1, 2],
+        isr=[1],
+        now_ms=NOW,
+    )
+    body = bytearray(values_batch(["a"]))
+    await lead.append(body, list(iter_batches(body)), NOW, acks=1, timeout_s=1)
+    stale = FollowerPartition(open_log(tmp_path / "follower"), leader_id=1, leader_epoch=5)
+    outcomes: list[ApplyOutcome] = []
+    async with leader_server({("t", 0): lead}) as url, httpx.AsyncClient() as client:
+        fetcher = ReplicaFetcher(
+            broker_id=2,
+            broker_epoch=lambda: 1,
+            leader_id=1,
+            leader_url=url,
+            client=client,
+            now_ms=lambda: NOW,
+            backoff_s=0.05,
+            on_outcome=lambda _f, o: outcomes.append(o),
+        )
+        fetcher.add(stale)
+        fetcher.start()
+        try:
+            await until(lambda: len(outcomes) >= 2)
+            assert {o.error_code for o in outcomes} == {40904}  # asked again, refused again
+            assert all(o.needs_metadata for o in outcomes)
+            assert stale.plog.log_end_offset == 0
+            fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
+            await until(lambda: stale.plog.log_end_offset == 1)
+            assert stale.plog.log_end_offset == 1
+        finally:
+            await fetcher.stop()
+    # Nothing listens there any more: the fetcher keeps retrying without failing.
+    async with httpx.AsyncClient() as client:
+        fetcher = ReplicaFetcher(
+            broker_id=2,
+            broker_epoch=lambda: 1,
+            leader_id=1,
+            leader_url=url,
+            client=client,
+            now_ms=lambda: NOW,
+            backoff_s=0.01,
+        )
+        fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
+        fetcher.start()
+        await asyncio.sleep(0.1)
+        assert fetcher._task is not None
+        assert not fetcher._task.done()
+        await fetcher.stop()
