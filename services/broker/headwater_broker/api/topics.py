@@ -217,12 +217,15 @@ def _reassignment(state: PartitionState) -> models.Reassignment:
     "/topics/{topic}/partitions/{partition}/reassignment",
     response_model=models.Reassignment,
     dependencies=[JSONBodyDep],
+    responses=models.error_responses(
+        *_ANSWER, *_BODY, *models.AT_CONTROLLER, *_PARTITION, InvalidReplicaAssignmentError
+    ),
     summary="Move the partition to a new replica list (42206 unknown or repeated brokers); "
     "the replicas of before cancel a move in progress",
 )
 async def reassign_partition(
-    topic: str,
-    partition: int,
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
     body: models.Reassign,
     request: Request,
     response: Response,
@@ -238,10 +241,11 @@ async def reassign_partition(
 @router.get(
     "/topics/{topic}/partitions/{partition}/reassignment",
     response_model=models.Reassignment,
+    responses=models.error_responses(*_ANSWER, *_PARTITION),
     summary="The partition's replica list and the reassignment in progress (adding, removing)",
 )
 async def describe_reassignment(
-    topic: str, partition: int, broker: BrokerDep
+    topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
 ) -> models.Reassignment:
     return _reassignment(broker.reassignment(topic, partition))
 
