@@ -19,6 +19,7 @@ COMMANDS = (
     "headwater_cli.validate",
     "headwater_cli.topics",
     "headwater_cli.cluster",
+    "headwater_cli.partitions",
     "headwater_cli.produce",
     "headwater_cli.consume",
     "headwater_cli.groups",

@@ -619,6 +619,26 @@ class Broker:
         await self.replicas_settled()
         return await self.describe_topic(name)
 
+    async def reassign_partition(
+        self, topic_name: str, partition: int, replicas: list[int]
+    ) -> PartitionState:
+        """Start moving a partition to ``replicas`` (this broker must be the controller).
+
+        The new replicas are added and catch up; once all of them are in sync the replica list
+        becomes ``replicas`` (the first is the preferred leader) and the others delete their
+        copies. The replicas of before cancel a move in progress. Unknown or repeated brokers
+        are refused (422 42206) with nothing changed.
+        """
+        controller = await self._controller()
+        self._partition_state(topic_name, partition)
+        state = await controller.reassign(topic_name, partition, replicas)
+        await self.replicas_settled()
+        return state
+
+    def reassignment(self, topic_name: str, partition: int) -> PartitionState:
+        """The partition's replica list and reassignment in progress, from this broker's image."""
+        return self._partition_state(topic_name, partition)
+
     # --- produce -----------------------------------------------------------------------------
 
     async def append_batches(

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.anyio
 
 TOPIC = "/topics/{topic}"
 PARTITION = "/topics/{topic}/partitions/{partition}"
+REASSIGNMENT = PARTITION + "/reassignment"
 RECORDS = PARTITION + "/records"
 BATCH_PATH = PARTITION + "/batches"
 JSON_BODY = {"content-type": "application/json"}
@@ -144,6 +145,12 @@ def scenario(producer: int) -> list[Call]:
         Call("GET", PARTITION + "/offsets/lookup", (200, 0), params={"timestamp": 0}),
         Call("GET", PARTITION + "/offsets/lookup", (422, 42200)),
         *partition_errors("GET", PARTITION + "/offsets/lookup", params={"timestamp": 0}),
+        Call("POST", REASSIGNMENT, (200, 0), json={"replicas": [0]}),
+        Call("POST", REASSIGNMENT, (422, 42206), json={"replicas": [0, 7]}),
+        *body_errors("POST", REASSIGNMENT, {"replicas": [0]}, {"replicas": "x"}),
+        *partition_errors("POST", REASSIGNMENT, json={"replicas": [0]}),
+        Call("GET", REASSIGNMENT, (200, 0)),
+        *partition_errors("GET", REASSIGNMENT),
         # Produce.
         Call("POST", TOPIC, (200, 0), json={"records": [{"value": 1}]}),
         Call("POST", TOPIC, (404, 40402), json={"records": [{"value": 1, "partition": 3}]}),

@@ -393,3 +393,45 @@ async def test_cluster_describes_this_one_broker_cluster(tmp_path: Path) -> None
         again = (await client.get("/cluster")).json()
         assert again["cluster_id"] == described["cluster_id"]
         assert again["controller"]["epoch"] == 2
+
+
+async def test_reassignment_route_validates_and_reports_the_state(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        name = unique("reassign")
+        assert (
+            await client.post("/topics", json={"name": name, "partitions": 1})
+        ).status_code == 201
+        path = f"/topics/{name}/partitions/0/reassignment"
+        before = (await client.get(path)).json()
+        assert before == {
+            "topic": name,
+            "partition": 0,
+            "in_progress": False,
+            "replicas": [0],
+            "target_replicas": [0],
+            "adding": [],
+            "removing": [],
+            "isr": [0],
+            "leader": 0,
+            "leader_epoch": before["leader_epoch"],
+            "partition_epoch": before["partition_epoch"],
+        }
+        for replicas in ([], [0, 0], [0, 7]):
+            refused = await client.post(path, json={"replicas": replicas})
+            assert (refused.status_code, refused.json()["error_code"]) == (422, 42206)
+        malformed = await client.post(path, json={"replicas": "0"})
+        assert malformed.status_code == 422
+        assert (await client.get(path)).json() == before
+        # The replicas of before: nothing to move.
+        same = await client.post(path, json={"replicas": [0]})
+        assert same.status_code == 200
+        assert same.json() == before
+        missing = await client.get(f"/topics/{name}/partitions/3/reassignment")
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 40402)
+        spec = (await client.get("/openapi.json")).json()
+        route = spec["paths"]["/topics/{topic}/partitions/{partition}/reassignment"]
+        assert route["post"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Reassignment"
+        }
+        assert "422" in route["post"]["responses"]
+        assert "get" in route

@@ -14,8 +14,10 @@ from headwater.errors import (
     FencedLeaderEpochError,
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     NotControllerError,
+    PartitionNotFoundError,
     StaleControllerEpochError,
     StalePartitionEpochError,
     TopicAlreadyExistsError,
@@ -481,3 +483,60 @@ async def test_followers_converge_on_the_controllers_image(
     assert images[0].offset == ChangeOffset(
         (await members[0].store.call(members[0].store.read_controller)).last_change
     )
+
+
+async def test_reassigning_to_the_replicas_of_before_cancels_a_move(
+    cluster: Cluster, background: list[asyncio.Task[None]]
+) -> None:
+    members = await started(cluster, background, 0, 1, 2)
+    ctl = members[0].controller
+    await ctl.create_topic("back", 1, None, None, [[0]])
+    before = ctl.follower.image.partitions_of("back")[0]
+    moving = await ctl.reassign("back", 0, [1, 2])
+    assert (moving.replicas, moving.adding, moving.removing) == (ids(1, 2, 0), ids(1, 2), ids(0))
+    assert moving.leader == 0  # the new replicas are not in sync: the old one keeps leading
+    cancelled = await ctl.reassign("back", 0, [0])
+    assert (cancelled.replicas, cancelled.isr, cancelled.adding, cancelled.removing) == (
+        ids(0),
+        ids(0),
+        (),
+        (),
+    )
+    assert (cancelled.leader, cancelled.leader_epoch) == (0, before.leader_epoch)
+    assert cancelled.partition_epoch == before.partition_epoch + 2
+    stored = (await members[2].store.call(members[2].store.read_snapshot)).partition("back", 0)
+    assert stored == cancelled
+
+
+async def test_an_invalid_reassignment_is_refused_with_nothing_changed(
+    cluster: Cluster, background: list[asyncio.Task[None]]
+) -> None:
+    members = await started(cluster, background, 0, 1, 2)
+    ctl = members[0].controller
+    await ctl.create_topic("bad", 1, None, None, [[0, 1]])
+    store = members[1].store
+    before = await store.call(store.read_snapshot)
+    for replicas in ([], [0, 0], [0, 9]):
+        with pytest.raises(InvalidReplicaAssignmentError):
+            await ctl.reassign("bad", 0, replicas)
+    with pytest.raises(PartitionNotFoundError):
+        await ctl.reassign("bad", 1, [0])
+    with pytest.raises(TopicNotFoundError):
+        await ctl.reassign("nope", 0, [0])
+    assert await store.call(store.read_snapshot) == before
+
+
+async def test_a_paused_controller_cannot_start_a_reassignment(cluster: Cluster) -> None:
+    members = await started(cluster, None, 0, 1, 2)
+    old = members[0]
+    await old.controller.create_topic("held", 1, None, None, [[0]])
+    frozen = time.monotonic()
+    paused = Controller(old.store, old.follower, cluster.settings, 0, clock=lambda: frozen)
+    paused.lease.held = old.controller.lease.held
+    await asyncio.sleep(cluster.settings.controller_lease_ms / 1000 + 0.1)
+    assert await members[1].controller.campaign_or_renew()
+    with pytest.raises(StaleControllerEpochError):
+        await paused.reassign("held", 0, [1, 2])
+    stored = (await members[1].store.call(members[1].store.read_snapshot)).partition("held", 0)
+    assert stored is not None
+    assert (stored.replicas, stored.adding, stored.removing) == (ids(0), (), ())

@@ -64,7 +64,16 @@ def test_url_options_read_the_variables_their_help_names(monkeypatch: pytest.Mon
             assert f"${service.variable}" in (action.help or ""), where
             assert service.default_url in (action.help or ""), where
             seen.add(path[0])
-    assert seen == {"schemas", "validate", "topics", "cluster", "produce", "consume", "groups"}
+    assert seen == {
+        "schemas",
+        "validate",
+        "topics",
+        "cluster",
+        "partitions",
+        "produce",
+        "consume",
+        "groups",
+    }
 
 
 def test_up_exports_exactly_what_the_commands_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,6 +132,32 @@ class PartitionCount(BaseModel):
     count: Integer = Field(description="New total number of partitions (grow only; 42203)")
 
 
+class Reassign(BaseModel):
+    replicas: list[int] = Field(
+        description="The partition's new replica list, the first the preferred leader (42206 for "
+        "unknown or repeated brokers); the replicas of before cancel a move in progress"
+    )
+
+
+class Reassignment(BaseModel):
+    """A partition's replica list and the reassignment under way, if any."""
+
+    topic: str
+    partition: int
+    in_progress: bool = Field(description="True while replicas are being added or removed")
+    replicas: list[int] = Field(
+        description="The current replica list: during a move, the targets followed by the "
+        "replicas being removed"
+    )
+    target_replicas: list[int] = Field(description="The replica list once the move completes")
+    adding: list[int] = Field(description="Targets that are new, catching up until in sync")
+    removing: list[int] = Field(description="Replicas that leave once every target is in sync")
+    isr: list[int]
+    leader: int = Field(description="-1 when the partition has none")
+    leader_epoch: int
+    partition_epoch: int = Field(description="Grows by one at every change of the partition")
+
+
 class Offsets(BaseModel):
     beginning_offset: int
     end_offset: int

@@ -1,4 +1,5 @@
-"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, offsets.
+"""Topic admin routes: create, list, describe, delete, alter configs, grow partitions, reassign
+partitions, offsets.
 
 Admin is carried out by the controller: at any other broker these routes relay the request to
 it. Offsets are the leader's: elsewhere the request is relayed to the leader.
@@ -27,6 +28,7 @@ from headwater.errors import (
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.forward import at_controller, at_leader, mark_metadata_offset
+from headwater_broker.cluster.state import PartitionState
 from headwater_kernel.body import JSONBody
 
 router = APIRouter(default_response_class=JSONBody, tags=["topics"], dependencies=[JSONAnswerDep])
@@ -193,6 +195,59 @@ async def describe_partition(
 ) -> models.PartitionDescription:
     info = await broker.partition_info(topic, partition)
     return models.PartitionDescription.model_validate(info)
+
+
+def _reassignment(state: PartitionState) -> models.Reassignment:
+    return models.Reassignment(
+        topic=state.topic,
+        partition=state.partition,
+        in_progress=state.reassigning,
+        replicas=list(state.replicas),
+        target_replicas=list(state.target_replicas),
+        adding=list(state.adding),
+        removing=list(state.removing),
+        isr=list(state.isr),
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        partition_epoch=state.partition_epoch,
+    )
+
+
+@router.post(
+    "/topics/{topic}/partitions/{partition}/reassignment",
+    response_model=models.Reassignment,
+    dependencies=[JSONBodyDep],
+    responses=models.error_responses(
+        *_ANSWER, *_BODY, *models.AT_CONTROLLER, *_PARTITION, InvalidReplicaAssignmentError
+    ),
+    summary="Move the partition to a new replica list (42206 unknown or repeated brokers); "
+    "the replicas of before cancel a move in progress",
+)
+async def reassign_partition(
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
+    body: models.Reassign,
+    request: Request,
+    response: Response,
+    broker: BrokerDep,
+) -> models.Reassignment | Response:
+    if (relayed := await at_controller(request, broker)) is not None:
+        return relayed
+    state = await broker.reassign_partition(topic, partition, body.replicas)
+    mark_metadata_offset(response, broker)
+    return _reassignment(state)
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/reassignment",
+    response_model=models.Reassignment,
+    responses=models.error_responses(*_ANSWER, *_PARTITION),
+    summary="The partition's replica list and the reassignment in progress (adding, removing)",
+)
+async def describe_reassignment(
+    topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
+) -> models.Reassignment:
+    return _reassignment(broker.reassignment(topic, partition))
 
 
 @router.get(
