@@ -36,6 +36,11 @@ Headers = Sequence[tuple[str, bytes | str | None]]
 # Largest request the sender builds from queued batches of one partition (the broker's default
 # BROKER_MAX_REQUEST_BYTES is 64 MiB).
 _MAX_REQUEST_BYTES = 16 * 1_048_576
+# Most batches of one partition an idempotent producer's request carries: a partition remembers
+# the last 5 batches of each producer (Kafka's window, which is also why Kafka allows at most 5
+# in flight), and a request retried after a failover must find every one of its batches there,
+# or its first batches look like a sequence gap rather than duplicates.
+_MAX_IDEMPOTENT_BATCHES = 5
 # Bytes a record adds to a batch beyond its key and value (length, attributes, deltas, lengths):
 # an upper bound for values under 8 KiB with small headers, so a batch stays under batch.size.
 _RECORD_OVERHEAD = 16
@@ -73,6 +78,9 @@ class RecordAccumulator:
         # An idempotent producer has one request in flight per partition: HTTP/1.1 sends
         # in-flight requests on separate connections, which may overtake each other.
         self._per_partition_limit = 1 if config.enable_idempotence else config.max_in_flight
+        self._batches_per_request = (
+            _MAX_IDEMPOTENT_BATCHES if config.enable_idempotence else _MAX_REQUEST_BYTES
+        )
         self._metadata = metadata
         self._counts: Mapping[str, int] = metadata.known
         self._key_hashes: dict[bytes, int] = {}
@@ -469,7 +477,11 @@ class ReadyBatches:
         for batch in acc._ready:
             tp = (batch.topic, batch.partition)
             group = groups.get(tp)
-            if group is not None and sizes[tp] + batch.size <= _MAX_REQUEST_BYTES:
+            if (
+                group is not None
+                and sizes[tp] + batch.size <= _MAX_REQUEST_BYTES
+                and len(group) < acc._batches_per_request
+            ):
                 group.append(batch)
                 sizes[tp] += batch.size
             elif (

@@ -44,6 +44,8 @@ class BrokerSettings(ServiceSettings):
     request_timeout_ms: int = Field(default=30_000, ge=1)
     # How long start-up waits for the controller to record this broker active.
     startup_timeout_ms: int = Field(default=30_000, ge=1)
+    # On SIGTERM, how long the broker waits for the controller to move its leaderships away.
+    controlled_shutdown_timeout_ms: int = Field(default=10_000, ge=0)
 
     @model_validator(mode="after")
     def _derive_defaults(self) -> BrokerSettings:
