@@ -687,11 +687,20 @@ class Broker:
 
     # --- replication ---------------------------------------------------------------------------
 
-    def replication_settings(self, topic_name: str) -> tuple[int, int]:
-        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic."""
+    def replication_settings(self, topic_name: str, replica_count: int) -> tuple[int, int]:
+        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic's partition.
+
+        A topic without ``min.insync.replicas`` takes ``BROKER_MIN_INSYNC_REPLICAS``, at most
+        the partition's replica count (so a one-replica topic still takes acks=all writes where
+        the brokers default to 2); a topic's own setting is taken as it is.
+        """
         topic = self.image.topic(topic_name)
         configs = {} if topic is None else topic.configs
-        min_isr = int(configs.get(topic_configs.MIN_INSYNC_REPLICAS, "1"))
+        configured = configs.get(topic_configs.MIN_INSYNC_REPLICAS)
+        if configured is None:
+            min_isr = max(1, min(self.settings.min_insync_replicas, replica_count))
+        else:
+            min_isr = int(configured)
         lag = int(
             configs.get(
                 topic_configs.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
