@@ -66,6 +66,7 @@ from headwater.errors import (
     PartitionNotFoundError,
     RecordTooLargeError,
     ServiceUnavailableError,
+    StaleBrokerEpochError,
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
@@ -748,6 +749,9 @@ class Broker:
                 await self._request_shutdown(node)
                 recorded = True
                 break
+            except StaleBrokerEpochError as exc:
+                log.warning("broker %d cannot shut down in a controlled way: %s", me, exc)
+                return  # another incarnation of this id is registered: nothing here to move
             except (HeadwaterError, httpx.HTTPError) as exc:
                 log.info("controlled shutdown of broker %d not recorded yet: %s", me, exc)
             await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
