@@ -159,6 +159,9 @@ async def latency(
                 headers={"accept": "application/vnd.headwater.batches"},
             )
             now = time.perf_counter_ns()
+            if answer.status_code != 200:  # e.g. the leader has not applied the create yet
+                await asyncio.sleep(0.05)
+                continue
             if answer.content:
                 for record in decode_batches(answer.content):
                     (sent,) = struct.unpack_from(">q", record.value or b"")
