@@ -102,12 +102,17 @@ class Cluster:
         return {p["partition"]: p["leader"] for p in await self.describe(client, topic)}
 
     async def wait(self, client: httpx.AsyncClient, topic: str, rf: int) -> None:
-        """Until every partition has a leader and a full ISR (bounded)."""
+        """Until every partition has a leader and a full ISR, known to the leaders (bounded)."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             parts = await self.describe(client, topic)
             if parts and all(p["leader"] >= 0 and len(p["isr"]) == rf for p in parts):
-                return
+                # ... and every leader has applied the topic itself (metadata reaches each
+                # broker one poll later than the broker that answered).
+                leaders = {p["leader"] for p in parts}
+                known = [await client.get(f"{self.url(b)}/topics/{topic}") for b in sorted(leaders)]
+                if all(a.status_code == 200 for a in known):
+                    return
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{topic} did not get leaders and a full ISR")
 
