@@ -13,13 +13,19 @@ What is measured (loopback only; default timings: session 1500 ms, heartbeat 250
   other broker describes the topic (``GET /topics/{t}`` polled every 5 ms); p50 and p99 over
   every (topic, broker) pair. Beside it, the bound: one poll interval plus one query.
 
-Run: ``python bench/cluster.py`` (``--quick`` for fewer rounds). Other work on the machine moves
+Then the replication section (``bench/replication.py``: ingest RF=1 vs RF=3, produce-to-consume
+latency, unavailability after kill -9 of a leader, failed sends over SIGTERMs of a leader) on a
+cluster of its own.
+
+Run: ``python bench/cluster.py`` (``--quick`` for fewer rounds, ``--no-replication`` without the
+replication section). Other work on the machine moves
 the numbers: read them as indicative, and compare rows of the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
 import tempfile
@@ -33,6 +39,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import replication  # noqa: E402
 from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
 
 LEASE_MS = 2000
@@ -147,6 +154,9 @@ def ms(seconds: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument(
+        "--no-replication", action="store_true", help="skip the replication section"
+    )
     args = parser.parse_args()
     rounds, count = (3, 10) if args.quick else (5, 40)
     with tempfile.TemporaryDirectory(prefix="hw-bench-cluster-") as tmp:
@@ -191,6 +201,10 @@ def main() -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    if not args.no_replication:
+        print()
+        print("replication (bench/replication.py, a cluster of its own):")
+        asyncio.run(replication.run(args.quick))
 
 
 if __name__ == "__main__":

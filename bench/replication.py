@@ -12,6 +12,9 @@
 * **unavailability after kill -9 of the leader**: a producer sending acks=all batches in a loop
   measures from its first failed send to its first acknowledged one at the new leader, for a few
   kills (the killed broker restarted and back in sync before the next).
+* **SIGTERM of the leader** (a controlled shutdown), as many times, under the SDK's idempotent
+  acks=all Producer: the failed sends it reports (target 0) and the longest wait between two
+  deliveries (the restarted broker takes its preferred leadership back in between).
 
 Brokers are real processes (``BROKER_FSYNC=never``) on free loopback ports sharing a SQLite
 metadata file. Run: ``python bench/replication.py`` (``--quick`` for a shorter pass). Other work on
@@ -22,10 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -36,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from headwater.producer import Producer  # noqa: E402
 from headwater.records import encode_batch  # noqa: E402
 from headwater.records.batch import decode_batches  # noqa: E402
 from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
@@ -95,12 +102,17 @@ class Cluster:
         return {p["partition"]: p["leader"] for p in await self.describe(client, topic)}
 
     async def wait(self, client: httpx.AsyncClient, topic: str, rf: int) -> None:
-        """Until every partition has a leader and a full ISR (bounded)."""
+        """Until every partition has a leader and a full ISR, known to the leaders (bounded)."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             parts = await self.describe(client, topic)
             if parts and all(p["leader"] >= 0 and len(p["isr"]) == rf for p in parts):
-                return
+                # ... and every leader has applied the topic itself (metadata reaches each
+                # broker one poll later than the broker that answered).
+                leaders = {p["leader"] for p in parts}
+                known = [await client.get(f"{self.url(b)}/topics/{topic}") for b in sorted(leaders)]
+                if all(a.status_code == 200 for a in known):
+                    return
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{topic} did not get leaders and a full ISR")
 
@@ -152,6 +164,9 @@ async def latency(
                 headers={"accept": "application/vnd.headwater.batches"},
             )
             now = time.perf_counter_ns()
+            if answer.status_code != 200:  # e.g. the leader has not applied the create yet
+                await asyncio.sleep(0.05)
+                continue
             if answer.content:
                 for record in decode_batches(answer.content):
                     (sent,) = struct.unpack_from(">q", record.value or b"")
@@ -204,6 +219,72 @@ async def unavailability(cluster: Cluster, client: httpx.AsyncClient, topic: str
     cluster.start(victim)
     await cluster.wait(client, topic, 3)
     return took
+
+
+def sigterms(cluster: Cluster, topic: str, count: int) -> tuple[int, int, float]:
+    """SIGTERM the leader of partition 0 ``count`` times (restarting it each time) while the
+    SDK's idempotent acks=all Producer sends to it; (failed sends, sends, longest wait between
+    two deliveries in seconds)."""
+    config = {
+        "bootstrap.servers": ",".join(cluster.url(b) for b in range(3)),
+        "acks": "all",
+        "linger.ms": 5,
+        "delivery.timeout.ms": 60_000,
+    }
+    failed = 0
+    delivered: list[float] = []
+    stop = threading.Event()
+
+    def on_delivery(err: object, _msg: object) -> None:
+        nonlocal failed
+        if err is None:
+            delivered.append(time.monotonic())
+        else:
+            failed += 1
+
+    def load() -> None:
+        with Producer(config) as producer:
+            while not stop.is_set():
+                producer.produce(topic, b"s" * RECORD_BYTES, partition=0, on_delivery=on_delivery)
+                producer.poll(0)
+                time.sleep(0.002)
+            producer.flush(90)
+
+    def state() -> dict[str, Any]:
+        for b, proc in cluster.procs.items():
+            if proc.running():
+                with contextlib.suppress(httpx.HTTPError):
+                    answer = httpx.get(f"{cluster.url(b)}/topics/{topic}", timeout=2)
+                    if answer.status_code == 200:
+                        partition: dict[str, Any] = answer.json()["partitions"][0]
+                        return partition
+        return {}
+
+    def settled(preferred: int) -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            now = state()
+            if now.get("leader") == preferred and len(now.get("isr", [])) == 3:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the preferred leader did not come back in sync")
+
+    preferred = state()["replicas"][0]["broker"]
+    sender = threading.Thread(target=load, daemon=True)
+    sender.start()
+    started = time.monotonic()
+    for _ in range(count):
+        settled(preferred)
+        time.sleep(1.0)
+        cluster.procs[preferred].stop()  # SIGTERM: a controlled shutdown
+        cluster.start(preferred)
+    settled(preferred)
+    time.sleep(1.0)
+    stop.set()
+    sender.join(120)
+    during = [t for t in delivered if t >= started]
+    gaps = [b - a for a, b in itertools.pairwise(during)]
+    return failed, len(delivered) + failed, max(gaps, default=0.0)
 
 
 async def run(quick: bool) -> None:
@@ -263,6 +344,12 @@ async def run(quick: bool) -> None:
                 print(
                     f"unavailability after kill -9 of the leader ({kills} kills): median "
                     f"{statistics.median(outages):.2f} s, max {max(outages):.2f} s"
+                )
+                failed, sends, gap = await asyncio.to_thread(sigterms, cluster, lat_topic, kills)
+                print(
+                    f"SIGTERM of the leader ({kills} times), SDK acks=all producer: {failed} "
+                    f"failed sends of {sends} (target 0); longest wait between deliveries "
+                    f"{gap:.2f} s"
                 )
         finally:
             cluster.stop()

@@ -10,7 +10,7 @@ Idempotence (default on): the producer gets ``(producer_id, epoch)`` from ``POST
 and numbers each partition's records; a retried batch carries the same sequence, so the broker
 stores it once and answers with the original offsets. To keep that exact, an idempotent producer
 has one request in flight per partition (the accumulator holds the next one back); batches that
-queue up behind it leave together in the next request (the batch route takes several
+queue up behind it leave together in the next request (up to 5: the batch route takes several
 concatenated), and different partitions are sent in parallel. If the broker has forgotten the
 producer id (expired), a new one is taken and the request renumbered, as Kafka's producer does
 on UNKNOWN_PRODUCER_ID.

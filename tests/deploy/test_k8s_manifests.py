@@ -231,6 +231,23 @@ def test_brokers_are_a_statefulset_with_headless_service_pvcs_and_pdb(overlay: s
     assert broker_id["valueFrom"]["fieldRef"]["fieldPath"] == (
         "metadata.labels['apps.kubernetes.io/pod-index']"
     )
+    # The rack is the node's zone, read from the pod's topology label.
+    rack = next(e for e in container["env"] if e["name"] == "BROKER_RACK")
+    assert rack["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['topology.kubernetes.io/zone']"
+    )
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_replicated_topics_default_to_two_in_sync_replicas_as_in_compose(overlay: str) -> None:
+    # Topics get replication_factor 3 (three brokers); min.insync.replicas 2 makes an acks=all
+    # write survive any one broker's crash (docs/cluster.md, "What acknowledged means").
+    objects = rendered(overlay)
+    assert config_map(objects, "broker-config")["data"]["BROKER_MIN_INSYNC_REPLICAS"] == "2"
+    brokers = {n: s for n, s in compose_services().items() if n.startswith("broker-")}
+    assert len(brokers) == 3
+    for service in brokers.values():
+        assert service["environment"]["BROKER_MIN_INSYNC_REPLICAS"] == "2"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -1,6 +1,7 @@
 """``python -m headwater_broker``: run one broker with settings from the BROKER_ environment.
 
-Exits 1 when another process took this broker id over (the broker stops serving first).
+Exits 1 when another process took this broker id over (the broker stops serving first). SIGTERM
+is a controlled shutdown: leaderships move off the broker before it stops answering.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ def main() -> None:
         # The broker has closed its logs; another process serves this id now.
         os._exit(1)
 
-    serve(create_app(settings, on_replaced=exit_replaced), settings)
+    app = create_app(settings, on_replaced=exit_replaced)
+    # SIGTERM: leaderships move to other in-sync replicas while the broker still answers (421
+    # naming the new leader), then it stops (docs/cluster.md, "Controlled shutdown").
+    serve(app, settings, drain=app.state.broker.controlled_shutdown)
 
 
 if __name__ == "__main__":

@@ -50,11 +50,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+import httpx
 import orjson
 
 from headwater.errors import (
     BROKER,
     CorruptRecordError,
+    HeadwaterError,
     InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -64,6 +66,7 @@ from headwater.errors import (
     PartitionNotFoundError,
     RecordTooLargeError,
     ServiceUnavailableError,
+    StaleBrokerEpochError,
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
@@ -103,6 +106,8 @@ from headwater_broker.topic_config import (
 )
 
 log = logging.getLogger("headwater.broker")
+
+SHUTDOWN_PATH = "/cluster/controller/shutdown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -706,11 +711,20 @@ class Broker:
 
     # --- replication ---------------------------------------------------------------------------
 
-    def replication_settings(self, topic_name: str) -> tuple[int, int]:
-        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic."""
+    def replication_settings(self, topic_name: str, replica_count: int) -> tuple[int, int]:
+        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic's partition.
+
+        A topic without ``min.insync.replicas`` takes ``BROKER_MIN_INSYNC_REPLICAS``, at most
+        the partition's replica count (so a one-replica topic still takes acks=all writes where
+        the brokers default to 2); a topic's own setting is taken as it is.
+        """
         topic = self.image.topic(topic_name)
         configs = {} if topic is None else topic.configs
-        min_isr = int(configs.get(topic_configs.MIN_INSYNC_REPLICAS, "1"))
+        configured = configs.get(topic_configs.MIN_INSYNC_REPLICAS)
+        if configured is None:
+            min_isr = max(1, min(self.settings.min_insync_replicas, replica_count))
+        else:
+            min_isr = int(configured)
         lag = int(
             configs.get(
                 topic_configs.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
@@ -737,6 +751,72 @@ class Broker:
         if answer.status_code != 200:
             raise BROKER.from_body(answer.status_code, _json_or_text(answer.content))
         return PartitionState.from_body(answer.json())
+
+    async def controlled_shutdown(self) -> None:
+        """Move every leadership off this broker before it stops (docs/cluster.md, "Controlled
+        shutdown"): ask the controller to record it ``shutting_down`` -- it leaves the ISRs and
+        its partitions get leaders among the other in-sync replicas -- then wait until this
+        broker leads nothing. Bounded by ``controlled_shutdown_timeout_ms``; the broker stops
+        either way. Requests that reach it meanwhile are answered 421 naming the new leader.
+        """
+        node = self._node
+        if node is None or node.replaced.is_set():
+            return
+        me = self.broker_id
+        timeout_s = self.settings.controlled_shutdown_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        recorded = False
+        while time.monotonic() < deadline:
+            try:
+                await self._request_shutdown(node)
+                recorded = True
+                break
+            except StaleBrokerEpochError as exc:
+                log.warning("broker %d cannot shut down in a controlled way: %s", me, exc)
+                return  # another incarnation of this id is registered: nothing here to move
+            except (HeadwaterError, httpx.HTTPError) as exc:
+                log.info("controlled shutdown of broker %d not recorded yet: %s", me, exc)
+            await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
+        while recorded and time.monotonic() < deadline:
+            image = node.image
+            if not image.led_by(me) and not self.leading:
+                log.info(
+                    "broker %d leads nothing after %.0f ms of controlled shutdown",
+                    me,
+                    (time.monotonic() - started) * 1000,
+                )
+                return
+            if self.replicas is not None:
+                await self.replicas.settle(max(0.0, deadline - time.monotonic()))
+            await asyncio.sleep(self.settings.metadata_poll_ms / 1000)
+        log.warning(
+            "broker %d stops after %d ms of controlled shutdown still leading %d partition(s)",
+            me,
+            self.settings.controlled_shutdown_timeout_ms,
+            len(node.image.led_by(me)),
+        )
+
+    async def _request_shutdown(self, node: ClusterNode) -> None:
+        """Ask the controller (this broker, or over HTTP) to move this broker's leaderships."""
+        if node.is_controller:
+            await node.controller_for_admin().controlled_shutdown(self.broker_id, node.broker_epoch)
+            return
+        url = node.image.controller_url()
+        if url is None or node.image.controller.broker_id == self.broker_id:
+            raise NotControllerError("No controller now: the controlled shutdown waits")
+        assert self.replication is not None
+        answer = await self.replication.client.post(
+            url.rstrip("/") + SHUTDOWN_PATH,
+            json={"broker_id": self.broker_id, "broker_epoch": node.broker_epoch},
+            timeout=self.settings.controller_lease_ms / 1000,
+        )
+        if answer.status_code != 200:
+            raise BROKER.from_body(answer.status_code, _json_or_text(answer.content))
+        # The controller answered once it wrote the change; this broker reads it next poll.
+        offset = int(answer.json().get("offset", 0))
+        with contextlib.suppress(TimeoutError):
+            await node.follower.wait_for(offset, self.settings.controller_lease_ms / 1000)
 
     def replication_hint(self, topic_name: str, partition: int) -> NotLeaderOrFollowerError:
         """The 42101 entry of a replica fetch for a partition this broker does not lead."""

@@ -85,3 +85,10 @@ FOLLOWER_LAG = Gauge(
     "partition (a follower that has not fetched in this leader epoch counts from 0).",
     ["topic", "partition"],
 )
+UNCLEAN_TRUNCATED_RECORDS = Counter(
+    "headwater_broker_unclean_truncated_records_total",
+    "Records this broker truncated from its replica below its high watermark: committed records "
+    "(acknowledged with acks=all, visible to consumers) that an unclean leader election lost. "
+    "Always 0 without unclean.leader.election.enable.",
+    ["topic", "partition"],
+)

@@ -40,6 +40,8 @@ class BrokerSettings(ServiceSettings):
     metadata_poll_ms: int = Field(default=100, ge=1)
     rack: str | None = None
     replica_lag_time_max_ms: int = Field(default=10_000, ge=1)
+    # min.insync.replicas of topics that do not set it (capped at a partition's replica count).
+    min_insync_replicas: int = Field(default=1, ge=1)
     metadata_change_retention_ms: int = Field(default=3_600_000, ge=1)
     # How long a request relayed to another broker (leader or controller) may take.
     forward_timeout_ms: int = Field(default=30_000, ge=1)
@@ -47,9 +49,13 @@ class BrokerSettings(ServiceSettings):
     request_timeout_ms: int = Field(default=30_000, ge=1)
     # How long start-up waits for the controller to record this broker active.
     startup_timeout_ms: int = Field(default=30_000, ge=1)
+    # On SIGTERM, how long the broker waits for the controller to move its leaderships away.
+    controlled_shutdown_timeout_ms: int = Field(default=10_000, ge=0)
 
     @model_validator(mode="after")
     def _derive_defaults(self) -> BrokerSettings:
+        if not self.rack:
+            self.rack = None  # BROKER_RACK="" (an unset variable passed on) means no rack
         if self.port == 0:
             self.port = 8082 + self.id
         if not self.advertised_url:

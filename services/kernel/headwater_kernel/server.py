@@ -9,14 +9,19 @@ level for :data:`REPEAT_WARNING_S`); TLS clients on the plain port are told apar
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import struct
+import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import STARTUP_FAILURE
 
 from headwater_kernel import logs
 from headwater_kernel.settings import ServiceSettings
@@ -141,11 +146,49 @@ class HTTPOnlyProtocol(_HTTPProtocol):
         super().data_received(data)
 
 
-def serve(app: FastAPI, settings: ServiceSettings) -> None:
-    """Run an app in the foreground with uvicorn until SIGINT/SIGTERM, logging JSON lines."""
+Drain = Callable[[], Awaitable[None]]
+"""Work to finish while the server still answers requests, once SIGTERM/SIGINT arrives."""
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, which on the first SIGTERM/SIGINT runs ``drain`` while it still
+    serves, then shuts down as uvicorn does (a second signal skips the rest of the drain)."""
+
+    def __init__(self, config: uvicorn.Config, drain: Drain) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._draining: asyncio.Task[None] | None = None
+
+    async def on_tick(self, counter: int) -> bool:
+        if not await super().on_tick(counter):
+            return False
+        if self._draining is None:
+            self._draining = asyncio.create_task(self._run_drain())
+            self.should_exit = False  # keep serving while the drain runs
+            return False
+        if not self._draining.done():
+            self._draining.cancel()  # a second signal: stop now
+        return True
+
+    async def _run_drain(self) -> None:
+        try:
+            await self._drain()
+        except asyncio.CancelledError:
+            log.warning("shutting down before the drain finished (a second signal)")
+        except Exception:
+            log.exception("draining before shutdown failed; shutting down anyway")
+        self.should_exit = True
+
+
+def serve(app: FastAPI, settings: ServiceSettings, *, drain: Drain | None = None) -> None:
+    """Run an app in the foreground with uvicorn until SIGINT/SIGTERM, logging JSON lines.
+
+    ``drain`` (optional) runs on the first signal while requests are still answered; the
+    server stops accepting connections only once it has finished.
+    """
     prefix = str(settings.model_config.get("env_prefix") or "")
     logs.configure(settings.log_level, service=prefix.rstrip("_").lower() or app.title)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -157,3 +200,8 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
         timeout_graceful_shutdown=5,
         http=HTTPOnlyProtocol,
     )
+    server = uvicorn.Server(config) if drain is None else _DrainingServer(config, drain)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)  # as uvicorn.run exits

@@ -127,3 +127,29 @@ def test_topic_and_path_partition_are_checked_before_the_records_are_decoded(
         assert (missing_topic.decoded, missing_partition.decoded) == (0, 0)
 
     run(scenario)
+
+
+def test_min_insync_replicas_defaults_to_the_broker_setting_capped_at_the_replicas(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        broker = Broker(BrokerSettings(data_dir=str(tmp_path), min_insync_replicas=2))
+        broker.open()
+        await broker.start()
+        try:
+            await broker.create_topic("plain", 1)
+            await broker.create_topic("strict", 1, configs={"min.insync.replicas": "3"})
+            # Three replicas would take the broker's 2; this one-broker topic has one.
+            assert broker.replication_settings("plain", 3)[0] == 2
+            assert broker.replication_settings("plain", 1)[0] == 1
+            # A topic's own setting is kept as it is, even above its replica count.
+            assert broker.replication_settings("strict", 1)[0] == 3
+        finally:
+            await broker.close()
+
+    asyncio.run(main())
+
+
+def test_an_empty_rack_is_no_rack() -> None:
+    assert BrokerSettings(rack="").rack is None
+    assert BrokerSettings(rack="zone-a").rack == "zone-a"

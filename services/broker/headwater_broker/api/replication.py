@@ -3,7 +3,10 @@
 ``POST /replication/fetch`` (docs/cluster.md, "Replication"): the body and answer formats are in
 ``headwater_broker.replication.wire``. ``POST /cluster/controller/isr``: a leader's in-sync
 proposal, committed by the controller with compare-and-set on the partition epoch; the answer is
-the partition's new state (503 50305 at a broker that is not the controller).
+the partition's new state (503 50305 at a broker that is not the controller). ``POST
+/cluster/controller/shutdown`` ``{"broker_id", "broker_epoch"}``: a broker's controlled shutdown,
+recorded by the controller (409 for a stale broker epoch); the answer lists the partitions it
+still leads and the metadata offset of the change.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from headwater.errors import (
     MalformedRequestError,
     NotLeaderOrFollowerError,
     PartitionNotFoundError,
+    StaleBrokerEpochError,
     StalePartitionEpochError,
     TopicNotFoundError,
 )
@@ -24,6 +28,7 @@ from headwater.types import BrokerId
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONBodyDep
 from headwater_broker.api.media import read_body
+from headwater_broker.broker import SHUTDOWN_PATH
 from headwater_broker.cluster.election import IsrMember, IsrProposal
 from headwater_broker.cluster.state import BrokerEpoch, LeaderEpoch, PartitionEpoch
 from headwater_broker.replication.fetcher import FETCH_PATH, answer_fetch
@@ -58,10 +63,10 @@ async def replica_fetch(request: Request, broker: BrokerDep) -> Response:
     return Response(b"".join(chunks), media_type=MEDIA_TYPE)
 
 
-def _int(body: dict[str, Any], key: str) -> int:
+def _int(body: dict[str, Any], key: str, what: str = "ISR proposal") -> int:
     value = body.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise MalformedRequestError(f"ISR proposal: '{key}' must be an integer")
+        raise MalformedRequestError(f"{what}: '{key}' must be an integer")
     return value
 
 
@@ -116,3 +121,32 @@ async def alter_isr(request: Request, broker: BrokerDep) -> JSONBody:
     proposal = parse_isr_proposal(body)
     state = await broker.node.controller_for_admin().alter_isr(proposal)
     return JSONBody(state.to_body())
+
+
+@router.post(
+    SHUTDOWN_PATH,
+    dependencies=[JSONBodyDep],
+    responses=models.error_responses(
+        MalformedRequestError, StaleBrokerEpochError, *models.AT_CONTROLLER
+    ),
+    summary="A broker's controlled shutdown (between brokers): the controller records it "
+    "shutting_down and moves its leaderships to other in-sync replicas",
+)
+async def controlled_shutdown(request: Request, broker: BrokerDep) -> JSONBody:
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise MalformedRequestError(f"Controlled shutdown is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise MalformedRequestError("Controlled shutdown must be a JSON object")
+    controller = broker.node.controller_for_admin()
+    still = await controller.controlled_shutdown(
+        _int(body, "broker_id", "Controlled shutdown"),
+        _int(body, "broker_epoch", "Controlled shutdown"),
+    )
+    return JSONBody(
+        {
+            "still_leading": [{"topic": tp.topic, "partition": tp.partition} for tp in still],
+            "offset": controller.follower.image.offset,
+        }
+    )

@@ -15,6 +15,9 @@ partition's answer to :meth:`FollowerPartition.apply`:
 - offset out of range -> a log ending past the leader's is cut to the leader's end (only an
   unclean election makes that happen); one ending before the leader's log start restarts empty
   there.
+- a truncation below this replica's high watermark cuts committed records (only an unclean
+  election makes that happen): the range is logged and counted in
+  ``headwater_broker_unclean_truncated_records_total``.
 - fenced / unknown leader epoch, not leader, stale broker epoch -> nothing changes; the outcome
   says whether to wait for new metadata or to retry.
 """
@@ -31,6 +34,7 @@ from headwater.errors import (
     StaleBrokerEpochError,
     UnknownLeaderEpochError,
 )
+from headwater_broker import metrics
 from headwater_broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.wire import (
@@ -109,8 +113,10 @@ class FollowerPartition:
             )
         if result.diverging is not None:
             before = plog.log_end_offset
+            committed = plog.high_watermark
             target = self.truncation_target(result.diverging)
             after = await plog.truncate_to(target)
+            self._count_committed_loss(committed, before, after)
             if after < before:
                 log.warning(
                     "%s-%d diverges from leader %d (epoch %d ends at %d there): truncated "
@@ -131,6 +137,28 @@ class FollowerPartition:
         plog.advance_high_watermark(min(result.high_watermark, plog.log_end_offset))
         return ApplyOutcome(records=records)
 
+    def _count_committed_loss(self, committed: int, before: int, after: int) -> None:
+        """Log and count the records cut below this replica's high watermark: committed ones,
+        which only an unclean leader election can take away (docs/cluster.md)."""
+        lost_end = min(committed, before)
+        if after >= lost_end:
+            return
+        plog = self.plog
+        log.error(
+            "%s-%d: truncated committed offsets [%d, %d) (%d records below the high watermark) "
+            "to follow leader %d at epoch %d: lost to an unclean leader election",
+            plog.topic,
+            plog.partition,
+            after,
+            lost_end,
+            lost_end - after,
+            self.leader_id,
+            self.leader_epoch,
+        )
+        metrics.UNCLEAN_TRUNCATED_RECORDS.labels(plog.topic, str(plog.partition)).inc(
+            lost_end - after
+        )
+
     async def _out_of_range(self, result: PartitionResult) -> ApplyOutcome:
         plog = self.plog
         before = plog.log_end_offset
@@ -144,7 +172,9 @@ class FollowerPartition:
                 self.leader_id,
                 result.log_end_offset,
             )
+            committed = plog.high_watermark
             after = await plog.truncate_to(result.log_end_offset)
+            self._count_committed_loss(committed, before, after)
             return ApplyOutcome(truncated_from=before, truncated_to=after)
         if result.log_start_offset > before:
             await plog.truncate_fully_and_start_at(result.log_start_offset)
