@@ -518,14 +518,23 @@ class PartitionLog:
             self._publish(self.log_end_offset)
 
     def _roll(self, now_ms: int) -> None:
-        """Close the active segment and start a new one at the log end offset."""
+        """Close the active segment and start a new one at the log end offset.
+
+        A failed write (a full disk) is a ``StorageError`` (50003), never a bare ``OSError``
+        answered as an internal error; the active segment stays as it was.
+        """
         old = self.active
-        old.flush()
-        old.write_indexes()
         sync = self.fsync != "never"
-        self.producers.write_snapshot(self.directory, self.log_end_offset, sync=sync)
-        self._prune_snapshots()
-        segment = Segment.create(self.directory, self.log_end_offset)
+        try:
+            old.flush()
+            old.write_indexes()
+            self.producers.write_snapshot(self.directory, self.log_end_offset, sync=sync)
+            self._prune_snapshots()
+            segment = Segment.create(self.directory, self.log_end_offset)
+        except OSError as exc:
+            raise StorageError(
+                f"rolling a segment of {self.topic}-{self.partition}: {exc}"
+            ) from exc
         segment.created_ms = now_ms
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
