@@ -310,9 +310,11 @@ def acknowledge_more(load: Producer, batches: int, timeout_s: float, what: str) 
     assert not load.done.is_set(), f"the producer stopped: {load.errors}"
 
 
-def check_after_healing(cluster: Cluster, topic: str, *loads: Producer) -> int:
-    """Stop ``loads`` and check the partition: every value each acknowledged there once, in
-    its acknowledged order.
+def check_after_healing(
+    cluster: Cluster, topic: str, *loads: Producer, reader: Reader | None = None
+) -> int:
+    """Stop ``loads`` (and ``reader``) and check the partition: every value each acknowledged
+    there once, in its acknowledged order; what the reader saw, a prefix of the partition.
 
     Returns the high watermark read up to; the caller compares the replicas on disk with
     ``replicas_identical`` once the brokers are stopped."""
@@ -329,5 +331,60 @@ def check_after_healing(cluster: Cluster, topic: str, *loads: Producer) -> int:
     values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
     for load in loads:
         check_acknowledged(values, load.acknowledged)
+    if reader is not None:
+        reader.stop()
+        seen = reader.seen
+        assert seen, "the reader saw nothing"
+        assert seen == values[: len(seen)], "a value a consumer saw is missing or moved"
     time.sleep(1.0)  # the followers copy the last high watermark
     return high_watermark
+
+
+class Reader:
+    """A consumer of partition 0 in a thread, following the leader, from offset 0 on.
+
+    ``seen`` holds every value it was given, in order; since a consumer reads below the high
+    watermark only, ``seen`` must stay a prefix of the partition whatever faults happen.
+    """
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the reader did not stop"
+
+    def _run(self) -> None:
+        offset = 0
+        with httpx.Client(timeout=2) as client:
+            while not self._stop.is_set():
+                leader = self.cluster.leader(self.topic)
+                if leader < 0:
+                    time.sleep(0.1)
+                    continue
+                try:
+                    answer = client.get(
+                        f"{self.cluster.url(leader)}/topics/{self.topic}/partitions/0/records",
+                        params={"offset": offset, "max_wait_ms": 200},
+                        headers={"accept": "application/vnd.headwater.batches"},
+                    )
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+                    continue
+                if answer.status_code != 200:
+                    time.sleep(0.1)
+                    continue
+                if answer.content:
+                    records = [r for r in decode_batches(answer.content) if r.offset >= offset]
+                    self.seen.extend(bytes(r.value or b"").decode() for r in records)
+                    offset = int(answer.headers["headwater-next-offset"])
+                else:
+                    time.sleep(0.05)

@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.replication.cluster import (
     Cluster,
     Producer,
+    Reader,
     acknowledge_more,
     check_after_healing,
     controller,
@@ -35,6 +36,8 @@ def test_kill_9_of_the_controller_loses_no_acknowledged_record(tmp_path: Path) -
         producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
         load = Producer(cluster, topic, producer)
         load.start()
+        reader = Reader(cluster, topic)
+        reader.start()
         acknowledge_more(load, 30, 60, "acks before the kill")
         victim = controller(cluster)
         assert victim >= 0
@@ -43,7 +46,7 @@ def test_kill_9_of_the_controller_loses_no_acknowledged_record(tmp_path: Path) -
         acknowledge_more(load, 30, 60, "acks with the controller gone")
         cluster.start(victim)
         acknowledge_more(load, 10, 60, "acks after the restart")
-        high_watermark = check_after_healing(cluster, topic, load)
+        high_watermark = check_after_healing(cluster, topic, load, reader=reader)
     finally:
         cluster.stop_all()
     replicas_identical(tmp_path, topic, high_watermark)
@@ -63,6 +66,8 @@ def test_a_controller_stopped_past_its_lease_loses_no_acknowledged_record(
         producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
         load = Producer(cluster, topic, producer, timeout_s=2)
         load.start()
+        reader = Reader(cluster, topic)
+        reader.start()
         acknowledge_more(load, 30, 60, "acks before the stop")
         victim = controller(cluster)
         assert victim >= 0
@@ -75,7 +80,7 @@ def test_a_controller_stopped_past_its_lease_loses_no_acknowledged_record(
         process.send_signal(signal.SIGCONT)
         stopped = -1
         acknowledge_more(load, 10, 60, "acks after the resume")
-        high_watermark = check_after_healing(cluster, topic, load)
+        high_watermark = check_after_healing(cluster, topic, load, reader=reader)
     finally:
         if stopped >= 0:
             process = cluster.procs[stopped].process

@@ -18,6 +18,7 @@ import pytest
 from tests.e2e.replication.cluster import (
     Cluster,
     Producer,
+    Reader,
     acknowledge_more,
     check_after_healing,
     replicas_identical,
@@ -73,6 +74,8 @@ def test_a_full_disk_moves_the_leadership_and_loses_no_acknowledged_record(
             producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
             load = Producer(cluster, topic, producer, retry_storage_errors=True)
             load.start()
+            reader = Reader(cluster, topic)
+            reader.start()
             acknowledge_more(load, 30, 60, "acks before the disk fills")
             filler = fill(data_dir)
             wait_for(lambda: cluster.leader(topic) not in (-1, FULL), 30, "a new leader")
@@ -84,7 +87,7 @@ def test_a_full_disk_moves_the_leadership_and_loses_no_acknowledged_record(
             cluster.procs[FULL].kill()
             cluster.start(FULL)
             acknowledge_more(load, 10, 60, "acks after the restart")
-            high_watermark = check_after_healing(cluster, topic, load)
+            high_watermark = check_after_healing(cluster, topic, load, reader=reader)
         finally:
             cluster.stop_all()
         replicas_identical(tmp_path, topic, high_watermark)

@@ -23,6 +23,7 @@ from tests.e2e.replication.cluster import (
     PER_BATCH,
     Cluster,
     Producer,
+    Reader,
     acknowledge_more,
     check_after_healing,
     create_topic,
@@ -59,6 +60,8 @@ def test_a_leader_cut_off_acknowledges_nothing_and_loses_nothing(
         load = Producer(cluster, topic, httpx.post(new_producer, json={}, timeout=10).json(),
                         timeout_s=2)  # fmt: skip
         load.start()
+        reader = Reader(cluster, topic)
+        reader.start()
         acknowledge_more(load, 30, 60, "acks before the cut")
         described = cluster.describe(topic)
         assert described is not None
@@ -101,7 +104,7 @@ def test_a_leader_cut_off_acknowledges_nothing_and_loses_nothing(
             if b == cut and status == 200 and cut_at + GRACE_S < t < healed_at
         ]
         assert while_cut == [], while_cut
-        high_watermark = check_after_healing(cluster, topic, load, stray)
+        high_watermark = check_after_healing(cluster, topic, load, stray, reader=reader)
     finally:
         cluster.stop_all()
         for proxy in (*inbound.values(), *metadata.values()):

@@ -18,6 +18,7 @@ from tests.e2e.cluster.test_metadata_outage import PrivatePostgres
 from tests.e2e.replication.cluster import (
     Cluster,
     Producer,
+    Reader,
     acknowledge_more,
     check_after_healing,
     create_topic,
@@ -52,6 +53,8 @@ def test_a_metadata_outage_under_replicated_load_loses_no_acknowledged_record(
         producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
         load = Producer(cluster, topic, producer)
         load.start()
+        reader = Reader(cluster, topic)
+        reader.start()
         acknowledge_more(load, 30, 60, "acks before the outage")
         private_postgres.stop()
         try:
@@ -60,7 +63,7 @@ def test_a_metadata_outage_under_replicated_load_loses_no_acknowledged_record(
         finally:
             private_postgres.start()
         acknowledge_more(load, 30, 60, "acks after the outage")
-        high_watermark = check_after_healing(cluster, topic, load)
+        high_watermark = check_after_healing(cluster, topic, load, reader=reader)
     finally:
         cluster.stop_all()
     replicas_identical(tmp_path, topic, high_watermark)
