@@ -6,6 +6,10 @@ What is measured (each for a bounded few seconds, loopback only):
   request, one connection per partition, acks=1): the broker's own ceiling.
 * **batch fetch** -- raw batches read back from offset 0 with the same connections, records
   counted from batch headers (what a consumer that decodes lazily or in Spark would see).
+* **record validation** -- batch ingest with ``BROKER_VALIDATE_RECORDS`` off and on
+  (fsync=never) of plain records, of keyed records with a header whose keys have one length
+  (one layout: recognized without a walk) and of keyed ones whose keys vary (walked record by
+  record): the "on" row says its rate as a ratio of the "off" row, what checking costs.
 * **SDK producer** -- ``headwater.Producer.produce()`` per record, and ``produce_many()`` with
   1000 records per call, end to end (batching, encoding, HTTP, acks=all with idempotence), timed
   until ``flush()`` returns; only records the broker holds afterwards are counted.
@@ -42,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from headwater import AdminClient, Consumer, Producer, TopicPartition  # noqa: E402
 from headwater.client.broker import BrokerClient  # noqa: E402
 from headwater.records import encode_batch, iter_batches  # noqa: E402
+from headwater.records.encoder import RecordTuple  # noqa: E402
 from headwater.types import PartitionId  # noqa: E402
 from headwater_kernel.local_service import ServiceProcess, free_port  # noqa: E402
 
@@ -78,7 +83,7 @@ def since(started: float) -> float:
 class BrokerProcess(ServiceProcess):
     """``python -m headwater_broker`` on a free loopback port with a temporary data dir."""
 
-    def __init__(self, fsync: str) -> None:
+    def __init__(self, fsync: str, validate_records: bool = True) -> None:
         self.data = tempfile.TemporaryDirectory(prefix="headwater-bench-")
         port = free_port()
         env = {
@@ -86,6 +91,7 @@ class BrokerProcess(ServiceProcess):
             "BROKER_DATA_DIR": self.data.name,
             "BROKER_FSYNC": fsync,
             "BROKER_LOG_LEVEL": "warning",
+            "BROKER_VALIDATE_RECORDS": str(validate_records).lower(),
         }
         super().__init__("headwater_broker", port, env)
 
@@ -111,6 +117,42 @@ def run_threads(count: int, work: Callable[[int], int]) -> tuple[int, float]:
     for t in threads:
         t.join()
     return sum(results), time.perf_counter() - started
+
+
+def _request_body(size: int, kind: str) -> tuple[bytes, int]:
+    """BATCHES_PER_REQUEST batches of ~1 MB each, of one kind of records: ``plain`` (no key, no
+    header), ``fixed keys`` (keys of one length and a header: one layout for all) or ``varied
+    keys`` (decimal ids, so key lengths differ, and a header: every record walked)."""
+    value = os.urandom(size)
+    records: list[RecordTuple]
+    if kind == "plain":
+        per_batch = max(1, BATCH_BYTES // (size + 12))
+        records = [(None, value, [])] * per_batch
+    else:
+        per_batch = max(1, BATCH_BYTES // (size + 24))
+        pattern = b"key-%06d" if kind == "fixed keys" else b"key-%d"
+        records = [(pattern % i, value, [("h", b"1")]) for i in range(per_batch)]
+    return encode_batch(records) * BATCHES_PER_REQUEST, per_batch * BATCHES_PER_REQUEST
+
+
+def bench_ingest(url: str, size: int, seconds: float, connections: int, kind: str) -> Row:
+    """Batch ingest alone (no fetch row): for the validation on / off comparison."""
+    topic = f"bench-ingest-{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": url}) as admin:
+        admin.create_topic(topic, connections)
+    body, per_request = _request_body(size, kind)
+
+    def produce(partition: int) -> int:
+        sent = 0
+        with BrokerClient(url, timeout=60) as client:
+            deadline = time.perf_counter() + seconds
+            while time.perf_counter() < deadline:
+                client.produce_batches(topic, partition, body, acks=1)
+                sent += per_request
+        return sent
+
+    produced, elapsed = run_threads(connections, produce)
+    return Row("Headwater", f"batch ingest {kind} ({connections} conns)", size, produced, elapsed)
 
 
 def bench_batches(url: str, size: int, seconds: float, connections: int) -> tuple[Row, Row]:
@@ -218,6 +260,23 @@ def bench_sdk(url: str, size: int, seconds: float) -> list[Row]:
             break
         operation = "SDK Consumer.poll() one by one"
         rows.append(Row("Headwater", operation, size, consumed, since(started)))
+    return rows
+
+
+def bench_validation(size: int, seconds: float, connections: int) -> list[Row]:
+    """Ingest with BROKER_VALIDATE_RECORDS off and on (fsync=never) for each kind of records,
+    each pair measured back to back; the "on" row's note gives its rate as a ratio of "off"."""
+    rows: list[Row] = []
+    for kind in ("plain", "fixed keys", "varied keys"):
+        measured = {}
+        for validate in (False, True):
+            with BrokerProcess("never", validate_records=validate) as broker:
+                measured[validate] = bench_ingest(broker.url, size, seconds, connections, kind)
+        off, on = measured[False], measured[True]
+        off.note = " validate=off"
+        ratio = on.rate / off.rate if off.rate else 0.0
+        on.note = f" validate=on {ratio:.2f}x"
+        rows.extend((off, on))
     return rows
 
 
@@ -336,7 +395,7 @@ def print_table(rows: list[Row], notes: list[str]) -> None:
         return None
 
     header = (
-        f"{'system':<16}{'operation':<46}{'size':>6}{'records/s':>13}{'MB/s':>9}"
+        f"{'system':<16}{'operation':<58}{'size':>6}{'records/s':>13}{'MB/s':>9}"
         f"{'vs Redis':>10}{'vs NATS':>9}"
     )
     print(header)
@@ -353,7 +412,7 @@ def print_table(rows: list[Row], notes: list[str]) -> None:
             )
             ratios.append(ratio)
         print(
-            f"{row.system:<16}{row.operation + row.note:<46}{row.size:>6}{row.rate:>13,.0f}"
+            f"{row.system:<16}{row.operation + row.note:<58}{row.size:>6}{row.rate:>13,.0f}"
             f"{row.mb_per_s:>9.1f}{ratios[0]:>10}{ratios[1]:>9}"
         )
     for note in notes:
@@ -367,6 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
     parser.add_argument(
         "--connections", type=int, default=4, help="connections (one partition each) for batches"
+    )
+    parser.add_argument(
+        "--no-validation",
+        dest="validation",
+        action="store_false",
+        help="skip the record validation on/off ingest rows",
     )
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -384,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
                 if policy == policies[0]:
                     rows.extend(bench_sdk(broker.url, size, seconds))
             print(f"... {size} B, fsync={policy} done", file=sys.stderr)
+        if args.validation:
+            rows.extend(bench_validation(size, seconds, args.connections))
+            print(f"... {size} B, validation on/off done", file=sys.stderr)
         for result in (bench_redis(size, seconds), bench_nats(size, seconds)):
             if isinstance(result, str):
                 notes.append(result)

@@ -115,7 +115,8 @@ class MalformedRequestError(RequestError):
 class NotAcceptableError(RequestError):
     """None of the media types in the Accept header can be produced."""
 
-    error_code = 40601
+    # REST Proxy's and Schema Registry's code (their framework's: the HTTP status itself).
+    error_code = 406
     http_status = 406
 
 
@@ -132,7 +133,8 @@ class RequestTooLargeError(RequestError):
 class UnsupportedMediaTypeError(RequestError):
     """The request's Content-Type is not one this endpoint accepts."""
 
-    error_code = 41501
+    # REST Proxy's and Schema Registry's code (their framework's: the HTTP status itself).
+    error_code = 415
     http_status = 415
 
 
@@ -311,10 +313,20 @@ class InvalidRecordError(BrokerError):
 
 
 @BROKER.register
+class EmptyProduceError(BrokerError):
+    """A REST produce body has no records (empty, null, ``{}`` or ``{"records": []}``)."""
+
+    # REST Proxy's answer: its framework's constraint violation, the HTTP status as the code.
+    error_code = 422
+    http_status = 422
+    kafka_code = 87  # INVALID_RECORD
+
+
+@BROKER.register
 class EmbeddedFormatError(BrokerError):
     """A stored record cannot be shown in the requested embedded format (not JSON, for json)."""
 
-    # 406 as REST Proxy's 40601 for a format that does not match the data: another Accept
+    # 406 as REST Proxy's 406 for a format that does not match the data: another Accept
     # (the binary format) answers the same request.
     error_code = 40602
     http_status = 406

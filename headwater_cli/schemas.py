@@ -58,7 +58,7 @@ def run_check(args: argparse.Namespace) -> int:
             lines = (
                 _check_git(item, args.against, Level(args.level.upper()))
                 if args.against
-                else _check_registry(item, _registry(args))
+                else _check_with_registry(item, args)
             )
         except (RegistryError, OSError, httpx.HTTPError) as e:
             lines = [f"FAIL {item.subject} ({item.path}): {type(e).__name__}: {e}"]
@@ -177,7 +177,13 @@ def git_show(rev: str, path: Path) -> str | None:
 
 def run_register(args: argparse.Namespace) -> int:
     files = schema_files(args.paths, args.subject)
-    registry = _registry(args)
+    with _registry(args) as registry:
+        return _register(files, registry, args)
+
+
+def _register(
+    files: list[SchemaFile], registry: SchemaRegistryClient, args: argparse.Namespace
+) -> int:
     status = 0
     for item in files:
         try:
@@ -198,12 +204,12 @@ def run_get(args: argparse.Namespace) -> int:
     if args.id is None and not args.subject:
         print("headwater schemas get: give a SUBJECT or --id", file=sys.stderr)
         return 2
-    registry = _registry(args)
     try:
-        if args.id is not None:
-            text = registry.get_schema(args.id).schema_str
-        else:
-            text = registry.get_version(args.subject, args.version).schema_str
+        with _registry(args) as registry:
+            if args.id is not None:
+                text = registry.get_schema(args.id).schema_str
+            else:
+                text = registry.get_version(args.subject, args.version).schema_str
     except RegistryError as e:
         print(f"headwater schemas get: {e.message}", file=sys.stderr)
         return 1
@@ -239,7 +245,8 @@ def _load(spec: str, args: argparse.Namespace) -> ParsedSchema:
     """A file path, or ``registry:SUBJECT[@VERSION]`` fetched from the registry."""
     if spec.startswith("registry:"):
         subject, _, version = spec.removeprefix("registry:").partition("@")
-        return parse(_registry(args).get_version(subject, version or "latest").schema_str)
+        with _registry(args) as registry:
+            return parse(registry.get_version(subject, version or "latest").schema_str)
     return parse(Path(spec).read_text())
 
 
@@ -286,6 +293,11 @@ def _named_list(items: list[Any]) -> bool:
 def _short(value: Any) -> str:
     text = orjson.dumps(value).decode()
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_with_registry(item: SchemaFile, args: argparse.Namespace) -> list[str]:
+    with _registry(args) as registry:
+        return _check_registry(item, registry)
 
 
 def _registry(args: argparse.Namespace) -> SchemaRegistryClient:

@@ -18,8 +18,8 @@ from headwater.errors import (
     InvalidRequestError,
     ServiceUnavailableError,
 )
-from headwater_broker.api import cluster, fetch, models, produce, replication, topics
-from headwater_broker.api.media import BodyLimit
+from headwater_broker.api import cluster, fetch, models, openapi, produce, replication, topics
+from headwater_broker.api.media import BodyLimit, NegotiatedJSON
 from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
 from headwater_kernel.app import create_service_app
@@ -88,6 +88,7 @@ def create_app(
     app.state.broker = broker
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(NegotiatedJSON)  # outside BodyLimit: its 413s are negotiated too
     app.add_exception_handler(BrokerError, _broker_error)
     app.add_exception_handler(ServiceUnavailableError, _broker_error)
     app.include_router(cluster.router)
@@ -95,6 +96,7 @@ def create_app(
     app.include_router(produce.router)
     app.include_router(fetch.router)
     app.include_router(replication.router)
+    app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
     return app
 
 

@@ -76,6 +76,7 @@ from headwater.records.batch import (
     iter_batches,
 )
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
+from headwater.records.validation import validate_records
 from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
 from headwater_broker import catalog, metrics
@@ -425,12 +426,12 @@ class Broker:
         image = self.image
         topic = image.topic(topic_name)
         if topic is None:
-            raise TopicNotFoundError(f"Topic '{topic_name}' not found")
+            raise TopicNotFoundError(f"Topic not found. There is no topic '{topic_name}'.")
         state = image.partition(topic_name, partition)
         if state is None:
             raise PartitionNotFoundError(
-                f"Partition {partition} of topic '{topic_name}' not found: it has "
-                f"{topic.partitions} partition(s), 0..{topic.partitions - 1}"
+                f"Partition not found. Topic '{topic_name}' has {topic.partitions} "
+                f"partition(s), 0..{topic.partitions - 1}; asked for {partition}."
             )
         return state
 
@@ -572,7 +573,7 @@ class Broker:
     def _topic_state(self, name: str) -> TopicState:
         topic = self.image.topic(name)
         if topic is None:
-            raise TopicNotFoundError(f"Topic '{name}' not found")
+            raise TopicNotFoundError(f"Topic not found. There is no topic '{name}'.")
         return topic
 
     def list_partitions(self, name: str) -> list[PartitionInfo]:
@@ -657,6 +658,8 @@ class Broker:
                     f"Batch at position {pos} is transactional or a control batch; "
                     "transactions are not supported"
                 )
+            if self.settings.validate_records:
+                validate_records(body, pos, header)
             if header.producer_id >= 0:
                 if header.base_sequence < 0:
                     raise InvalidRecordError(

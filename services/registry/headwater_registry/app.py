@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from headwater.registry.errors import UnprocessableEntityError
+from headwater_kernel import openapi
 from headwater_kernel.app import create_service_app
 from headwater_registry.api import compatibility, config, contexts, mode, schemas, subjects
 from headwater_registry.api.media import MEDIA_TYPE
@@ -71,14 +72,4 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     """
     if app.openapi_schema is not None:
         return app.openapi_schema
-    document = FastAPI.openapi(app)  # builds and keeps app.openapi_schema
-    for operations in document["paths"].values():
-        for operation in operations.values():
-            answer = operation.get("responses", {}).get("422", {})
-            schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
-            if schema.get("$ref", "").endswith("/HTTPValidationError"):
-                del operation["responses"]["422"]
-    components = document.get("components", {}).get("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError"):
-        components.pop(unused, None)
-    return document
+    return openapi.drop_validation_errors(FastAPI.openapi(app))  # keeps app.openapi_schema

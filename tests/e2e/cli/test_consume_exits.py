@@ -153,8 +153,9 @@ def test_a_misspelt_topic_with_a_group_fails_and_leaves_no_group(platform: Platf
     group = unique("g3")
     result = consume(platform, unique("ordres"), "--group", group, "--timeout", "3")
     assert result.returncode == 1
-    assert result.stderr.startswith("headwater consume: Topic 'ordres-")
-    assert result.stderr.endswith("' not found (error 40401)\n")
+    prefix = "headwater consume: Topic not found. There is no topic 'ordres-"
+    assert result.stderr.startswith(prefix)
+    assert result.stderr.endswith("'. (error 40401)\n")
     assert result.stderr.count("\n") == 1
     with CoordinatorClient(platform.coordinator.url) as client:
         assert group not in [g["group_id"] for g in client.list_groups()]

@@ -190,13 +190,20 @@ async def test_produce_to_partition_path_and_headers(tmp_path: Path) -> None:
     ("content_type", "body", "status", "code"),
     [
         (KAFKA_JSON, b'{"records": [', 400, 40002),
-        (KAFKA_JSON, b'{"values": []}', 400, 40002),
-        (KAFKA_JSON, b'{"records": []}', 400, 40002),
+        # No records is REST Proxy's 422 422, however it is said.
+        (KAFKA_JSON, b"", 422, 422),
+        (KAFKA_JSON, b"null", 422, 422),
+        (KAFKA_JSON, b"{}", 422, 422),
+        (KAFKA_JSON, b'{"values": []}', 422, 422),
+        (KAFKA_JSON, b'{"records": []}', 422, 422),
+        (KAFKA_BINARY, b'{"records": []}', 422, 422),
+        (KAFKA_JSON, b'{"records": {}}', 422, 42205),
+        (KAFKA_JSON, b"[]", 422, 42205),
         (KAFKA_BINARY, b'{"records": [{"value": "AAAA"}, {"value": "not base64!"}]}', 422, 42205),
         (KAFKA_JSON, b'{"records": [{"value": 1}, {"value": 2, "partition": 9}]}', 404, 40402),
         (KAFKA_JSON, b'{"records": [{"value": 1}, {"value": 2, "partition": -1}]}', 422, 42205),
         (KAFKA_JSON, b'{"records": [{"value": 1, "bogus": 2}]}', 422, 42205),
-        ("text/csv", b"a,b", 415, 41501),
+        ("text/csv", b"a,b", 415, 415),
     ],
 )
 async def test_rejected_rest_produce_appends_nothing(
@@ -216,7 +223,7 @@ async def test_unknown_topic_and_partition(tmp_path: Path) -> None:
         missing = await client.post("/topics/nope", json={"records": [{"value": 1}]})
         assert (missing.status_code, missing.json()) == (
             404,
-            {"error_code": 40401, "message": "Topic 'nope' not found"},
+            {"error_code": 40401, "message": "Topic not found. There is no topic 'nope'."},
         )
         topic = await make_topic(client)
         bad = await post_batches(client, topic, batch([b"x"]), partition=3)
@@ -224,7 +231,9 @@ async def test_unknown_topic_and_partition(tmp_path: Path) -> None:
             404,
             {
                 "error_code": 40402,
-                "message": f"Partition 3 of topic '{topic}' not found: it has 1 partition(s), 0..0",
+                "message": (
+                    f"Partition not found. Topic '{topic}' has 1 partition(s), 0..0; asked for 3."
+                ),
             },
         )
 
@@ -363,13 +372,13 @@ async def test_media_checks_on_batches(tmp_path: Path) -> None:
             content=batch([b"x"]),
             headers={"content-type": "application/json"},
         )
-        assert (wrong.status_code, wrong.json()["error_code"]) == (415, 41501)
+        assert (wrong.status_code, wrong.json()["error_code"]) == (415, 415)
         unacceptable = await client.post(
             f"/topics/{topic}/partitions/0/batches",
             content=batch([b"x"]),
             headers={"content-type": BATCHES, "accept": "text/html"},
         )
-        assert (unacceptable.status_code, unacceptable.json()["error_code"]) == (406, 40601)
+        assert (unacceptable.status_code, unacceptable.json()["error_code"]) == (406, 406)
         assert await end_offsets(client, topic) == [0]
 
 

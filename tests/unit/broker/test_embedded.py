@@ -9,6 +9,7 @@ import pytest
 
 from headwater.errors import (
     EmbeddedFormatError,
+    EmptyProduceError,
     HeadwaterError,
     InvalidRecordError,
     MalformedRequestError,
@@ -75,8 +76,9 @@ def test_produce_body_decodes_when_asked_not_when_built() -> None:
 @pytest.mark.parametrize(
     ("body", "fmt", "error", "message"),
     [
-        (b"[1]", "json", MalformedRequestError, 'Request body must be {"records": [...]}'),
-        (b'{"records": []}', "json", MalformedRequestError, 'Request body must be {"records"'),
+        (b"[1]", "json", InvalidRecordError, 'The body must be an object: {"records": [...]}'),
+        (b'{"records": []}', "json", EmptyProduceError, "records may not be empty"),
+        (b"", "binary", EmptyProduceError, "records may not be empty: the body is empty"),
         (b'{"records": [1]}', "json", InvalidRecordError, "records[0] must be an object"),
         (
             b'{"records": [{"value": 1}, {"value": 1, "offset": 3}]}',

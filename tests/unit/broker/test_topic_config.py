@@ -117,7 +117,7 @@ def test_accept_negotiation(accept: str | None, chosen: str) -> None:
     assert negotiate(accept, FETCH) == chosen
 
 
-def test_unacceptable_accept_is_40601() -> None:
+def test_unacceptable_accept_is_406() -> None:
     with pytest.raises(NotAcceptableError) as info:
         negotiate("text/html", FETCH)
-    assert info.value.error_code == 40601
+    assert info.value.error_code == 406

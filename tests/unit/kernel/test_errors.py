@@ -51,7 +51,7 @@ def test_error_response_is_the_body_and_status_of_the_error() -> None:
     response = error_response(UnsupportedMediaTypeError("no XML"))
     assert response.status_code == 415
     assert response.media_type == "application/json"
-    assert response.body == b'{"error_code":41501,"message":"no XML"}'
+    assert response.body == b'{"error_code":415,"message":"no XML"}'
 
 
 def test_domain_errors_keep_their_code_and_status() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from headwater.errors import NotAcceptableError
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep
 from headwater_kernel.body import JSONBody
@@ -12,7 +13,7 @@ router = APIRouter(
     default_response_class=JSONBody,
     tags=["cluster"],
     dependencies=[JSONAnswerDep],
-    responses=models.error_responses(406, 503),
+    responses=models.error_responses(NotAcceptableError),
 )
 
 

@@ -27,7 +27,7 @@ async def get_broker(request: Request) -> Broker:
 
 
 async def json_body(request: Request) -> None:
-    """Admin bodies are JSON (415 41501 otherwise); runs before FastAPI parses the body."""
+    """Admin bodies are JSON (415 415 otherwise); runs before FastAPI parses the body."""
     require_content_type(request, (JSON, KAFKA_V2))
 
 

@@ -27,7 +27,12 @@ from typing import Any, Literal
 
 import orjson
 
-from headwater.errors import EmbeddedFormatError, InvalidRecordError, MalformedRequestError
+from headwater.errors import (
+    EmbeddedFormatError,
+    EmptyProduceError,
+    InvalidRecordError,
+    MalformedRequestError,
+)
 from headwater.records.batch import Record
 from headwater_broker.broker import ProducerRecord
 
@@ -59,16 +64,28 @@ def _from_b64(value: Any, what: str) -> bytes:
 
 
 def decode_records(body: bytes, fmt: EmbeddedFormat) -> list[ProducerRecord]:
-    """A REST Proxy v2 produce body as records, in request order (400 / 422 if malformed)."""
+    """A REST Proxy v2 produce body as records, in request order.
+
+    No records (an empty or null body, ``{}``, ``{"records": []}``) is 422 422 as REST Proxy's;
+    JSON that does not parse 400 40002; a bad record 422 42205.
+    """
+    if not body.strip():
+        raise EmptyProduceError(
+            'records may not be empty: the body is empty, expected {"records": [...]}'
+        )
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise MalformedRequestError(f"Malformed JSON in request body: {exc}") from None
-    records = request.get("records") if isinstance(request, dict) else None
-    if not isinstance(records, list) or not records:
-        raise MalformedRequestError(
-            'Request body must be {"records": [...]} with at least one record'
+    if request is not None and not isinstance(request, dict):
+        raise InvalidRecordError('The body must be an object: {"records": [...]}')
+    records = None if request is None else request.get("records")
+    if records is None or records == []:
+        raise EmptyProduceError(
+            'records may not be empty: expected {"records": [...]} with at least one record'
         )
+    if not isinstance(records, list):
+        raise InvalidRecordError('records must be a list: expected {"records": [...]}')
     decoded = []
     for i, record in enumerate(records):
         if not isinstance(record, dict):

@@ -6,6 +6,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from headwater.errors import (
+    EmbeddedFormatError,
+    InvalidOffsetError,
+    InvalidRequestError,
+    NotAcceptableError,
+    OffsetOutOfRangeError,
+    PartitionNotFoundError,
+    StorageError,
+    TopicNotFoundError,
+)
 from headwater.types import Offset
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep
@@ -16,17 +26,15 @@ from headwater_broker.api.media import (
     JSON,
     KAFKA_BINARY,
     KAFKA_JSON,
+    KAFKA_V2,
     negotiate,
 )
 from headwater_kernel.body import JSONBody
 
-router = APIRouter(
-    default_response_class=JSONBody,
-    tags=["fetch"],
-    responses=models.error_responses(400, 404, 406, 416, 421, 422, 503),
-)
+router = APIRouter(default_response_class=JSONBody, tags=["fetch"])
 
-_JSON_TYPES = (JSON, KAFKA_JSON, KAFKA_BINARY)
+# The json format under REST Proxy's v2 type, application/json or its own type; binary; batches.
+_JSON_TYPES = (KAFKA_V2, JSON, KAFKA_JSON, KAFKA_BINARY)
 _OFFERED = (*_JSON_TYPES, BATCHES)
 _RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/FetchedRecord"}}
 
@@ -46,14 +54,25 @@ _RECORDS_SCHEMA = {"type": "array", "items": {"$ref": "#/components/schemas/Fetc
                 "Headwater-Log-Start-Offset": {"schema": {"type": "integer"}},
                 "Headwater-Next-Offset": {"schema": {"type": "integer"}},
             },
-        }
+        },
+        **models.error_responses(
+            NotAcceptableError,
+            EmbeddedFormatError,
+            InvalidOffsetError,
+            InvalidRequestError,
+            TopicNotFoundError,
+            PartitionNotFoundError,
+            OffsetOutOfRangeError,
+            StorageError,
+            *models.AT_LEADER,
+        ),
     },
     summary="Fetch from an offset; at the end, long-poll up to max_wait_ms (41601 out of range). "
     "Raw batches at the leader only (421 42101 elsewhere); JSON at any broker (relayed)",
 )
 async def fetch(
-    topic: str,
-    partition: int,
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
     request: Request,
     broker: BrokerDep,
     offset: Annotated[int, Query(ge=0)] = 0,

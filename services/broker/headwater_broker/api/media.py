@@ -22,6 +22,7 @@ KAFKA_BINARY = "application/vnd.kafka.binary.v2+json"
 KAFKA_V2 = "application/vnd.kafka.v2+json"
 BATCHES = "application/vnd.headwater.batches"
 OCTET_STREAM = "application/octet-stream"
+JSON_BYTES = JSON.encode()
 
 EMBEDDED_FORMATS: dict[str, EmbeddedFormat] = {
     JSON: "json",
@@ -29,8 +30,13 @@ EMBEDDED_FORMATS: dict[str, EmbeddedFormat] = {
     KAFKA_BINARY: "binary",
 }
 BATCH_TYPES = (BATCHES, OCTET_STREAM)
-# What a JSON answer may be labelled as: plain JSON or REST Proxy's own types.
-JSON_ANSWERS = (JSON, KAFKA_V2, KAFKA_JSON, KAFKA_BINARY)
+# What a JSON answer (a success or an error) may be labelled as, in REST Proxy's order of
+# preference: its v2 type first, so an Accept that allows anything (none at all, */*, Java's
+# default "text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2") gets it, as from REST Proxy;
+# application/json or an embedded format's type when Accept prefers them.
+JSON_ANSWERS = (KAFKA_V2, JSON, KAFKA_JSON, KAFKA_BINARY)
+# Paths whose answers are the service kernel's (health, metrics, docs), not REST Proxy's.
+KERNEL_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc")
 
 
 def content_type(request: Request) -> str:
@@ -38,7 +44,7 @@ def content_type(request: Request) -> str:
 
 
 def require_content_type(request: Request, allowed: Sequence[str]) -> str:
-    """The request's media type if it is one of ``allowed``; else 415 41501."""
+    """The request's media type if it is one of ``allowed``; else 415 415."""
     media = content_type(request)
     if media not in allowed:
         raise UnsupportedMediaTypeError(
@@ -51,7 +57,8 @@ def require_content_type(request: Request, allowed: Sequence[str]) -> str:
 def negotiate(accept: str | None, offered: Sequence[str]) -> str:
     """The offered type the Accept header prefers (the first offered if there is no header).
 
-    Honors q-values and ``type/*`` / ``*/*`` wildcards; nothing acceptable is 406 40601.
+    Honors q-values and ``type/*`` / ``*/*`` wildcards (Java's lone ``*`` as ``*/*``); ties go
+    to the type offered first; nothing acceptable is 406 406.
     """
     if not accept or not accept.strip():
         return offered[0]
@@ -60,6 +67,8 @@ def negotiate(accept: str | None, offered: Sequence[str]) -> str:
     for order, item in enumerate(accept.split(",")):
         parts = [p.strip() for p in item.split(";")]
         media = parts[0].lower()
+        if media == "*":  # what Java's HttpURLConnection sends for "anything"
+            media = "*/*"
         q = 1.0
         for param in parts[1:]:
             if param.startswith("q="):
@@ -84,8 +93,51 @@ def negotiate(accept: str | None, offered: Sequence[str]) -> str:
 
 
 def accept_json(request: Request) -> str:
-    """Media type of a JSON answer to this request (application/json unless asked otherwise)."""
+    """Media type of a JSON answer to this request (406 406 if Accept allows none)."""
     return negotiate(request.headers.get("accept"), JSON_ANSWERS)
+
+
+def json_label(accept: str | None) -> str:
+    """The media type of a JSON answer whatever Accept says: errors are answered even when
+    Accept allows no JSON type (a 406 itself, a fetch asking for raw batches only)."""
+    try:
+        return negotiate(accept, JSON_ANSWERS)
+    except NotAcceptableError:
+        return KAFKA_V2
+
+
+class NegotiatedJSON:
+    """ASGI middleware: label every JSON answer of the REST routes as Accept asks.
+
+    Routes and the error handlers answer ``application/json`` unless they chose a type
+    themselves (a fetch in an embedded format, raw batches); this relabels those answers with
+    :func:`json_label`, so successes and errors of every route, and 404/405 for unknown paths,
+    are negotiated the same way. The kernel's own routes (health, metrics, docs) keep theirs.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(KERNEL_PATHS):
+            await self.app(scope, receive, send)
+            return
+        accept = None
+        for name, value in scope.get("headers", ()):
+            if name == b"accept":
+                accept = value.decode("latin-1")
+                break
+        label = json_label(accept).encode()
+
+        async def relabel(message: Message) -> None:
+            if message["type"] == "http.response.start" and label != JSON_BYTES:
+                message["headers"] = [
+                    (name, label if name == b"content-type" and value == JSON_BYTES else value)
+                    for name, value in message.get("headers", ())
+                ]
+            await send(message)
+
+        await self.app(scope, receive, relabel)
 
 
 async def read_body(request: Request, limit: int) -> bytearray:

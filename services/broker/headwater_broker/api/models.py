@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Path
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from headwater.errors import (
+    HeadwaterError,
+    LeaderNotAvailableError,
+    MetadataUnavailableError,
+    NotControllerError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
+from headwater_broker.cluster.controller import MAX_PARTITIONS
+from headwater_broker.topic_config import RULES
+from headwater_kernel import openapi
+from headwater_kernel.json_integer import JsonInteger
+
+TOPIC_PATTERN = r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$"
+"""Kafka's rule for topic names, as ``topic_config.validate_topic_name`` checks it at creation."""
+CONFIG_KEYS: list[JsonValue] = [*sorted(RULES)]
+"""The topic configs the broker knows (42202 for any other)."""
 
 
 class _FromDomain(BaseModel):
@@ -41,16 +62,32 @@ class TopicDescription(_FromDomain):
     configs: dict[str, str]
 
 
+# Integer fields are integers as JSON Schema says (1 and 1.0, never "1" or true); their ranges
+# are the core's to check, each with its own code.
+Integer = Annotated[int, JsonInteger()]
+
+
 class CreateTopic(BaseModel):
-    name: str
-    partitions: int | None = Field(None, description="Default: BROKER_DEFAULT_PARTITIONS")
-    replication_factor: int | None = Field(
+    # The constraints are documented here and checked by the core, each with its own code.
+    name: str = Field(
+        description="Kafka's rule (42201 otherwise)",
+        json_schema_extra={"pattern": TOPIC_PATTERN, "minLength": 1, "maxLength": 249},
+    )
+    partitions: Integer | None = Field(
+        None,
+        description="1 .. 10000 (42203); default BROKER_DEFAULT_PARTITIONS",
+        json_schema_extra={"minimum": 1, "maximum": MAX_PARTITIONS},
+    )
+    replication_factor: Integer | None = Field(
         None, description="Default (or -1): min(3, active brokers); more is refused (42204)"
     )
     configs: dict[str, Any] = Field(
-        default_factory=dict, description='Kafka topic configs, e.g. {"retention.ms": "3600000"}'
+        default_factory=dict,
+        description='Kafka topic configs, e.g. {"retention.ms": "3600000"} (42202 if unknown or '
+        "a bad value)",
+        json_schema_extra={"propertyNames": {"enum": CONFIG_KEYS}},
     )
-    replica_assignment: list[list[int]] | None = Field(
+    replica_assignment: list[list[Integer]] | None = Field(
         None,
         description="Explicit placement: one list of broker ids per partition, the first the "
         "preferred leader (42206 for unknown or repeated brokers)",
@@ -79,15 +116,20 @@ class AlterConfigs(BaseModel):
     """An incremental config change: keys to set and keys to return to their defaults."""
 
     set: dict[str, Any] = Field(
-        default_factory=dict, description='Overrides to set, e.g. {"retention.ms": "3600000"}'
+        default_factory=dict,
+        description='Overrides to set, e.g. {"retention.ms": "3600000"} (42202 if unknown or a '
+        "bad value)",
+        json_schema_extra={"propertyNames": {"enum": CONFIG_KEYS}},
     )
     delete: list[str] = Field(
-        default_factory=list, description="Overrides to remove (back to the default)"
+        default_factory=list,
+        description="Overrides to remove (back to the default; 42202 if unknown)",
+        json_schema_extra={"items": {"type": "string", "enum": CONFIG_KEYS}},
     )
 
 
 class PartitionCount(BaseModel):
-    count: int = Field(description="New total number of partitions (grow only)")
+    count: Integer = Field(description="New total number of partitions (grow only; 42203)")
 
 
 class Offsets(BaseModel):
@@ -108,7 +150,7 @@ class ProduceHeader(BaseModel):
 class ProduceRecord(BaseModel):
     key: Any = None
     value: Any = None
-    partition: int | None = None
+    partition: int | None = Field(None, ge=0)
     headers: list[ProduceHeader] | None = None
 
 
@@ -143,8 +185,10 @@ class BatchesResponse(BaseModel):
 
 
 class InitProducer(BaseModel):
-    producer_id: int | None = Field(None, description="Give with producer_epoch to bump the epoch")
-    producer_epoch: int | None = None
+    producer_id: Integer | None = Field(
+        None, description="Give with producer_epoch to bump the epoch"
+    )
+    producer_epoch: Integer | None = None
 
 
 class ProducerIdentity(BaseModel):
@@ -167,14 +211,25 @@ class FetchedRecord(BaseModel):
     headers: list[RecordHeader]
 
 
-class ErrorBody(BaseModel):
-    """Every error: a stable five-digit code (first three digits = HTTP status) and a message."""
+TopicName = Annotated[
+    str,
+    Path(
+        description="A topic name: 1-249 of [A-Za-z0-9._-], not . or .. (none other can exist: "
+        "40401)",
+        json_schema_extra={"pattern": TOPIC_PATTERN, "minLength": 1, "maxLength": 249},
+    ),
+]
+PartitionNumber = Annotated[
+    int,
+    Path(
+        description=f"A partition, 0 .. partitions - 1 (at most {MAX_PARTITIONS - 1}; any other "
+        "is 40402)",
+        json_schema_extra={"minimum": 0, "maximum": MAX_PARTITIONS - 1},
+    ),
+]
 
-    error_code: int
-    message: str
 
-
-class NotLeaderBody(ErrorBody):
+class NotLeaderBody(openapi.ErrorBody):
     """421 42101: this broker does not lead the partition; go to the leader named here."""
 
     leader_id: int = Field(description="-1 when unknown")
@@ -183,28 +238,27 @@ class NotLeaderBody(ErrorBody):
 
 
 RETRY_AFTER_S = 1
-_RETRY_AFTER = {
-    "Retry-After": {
-        "description": "Seconds to wait before retrying",
-        "schema": {"type": "integer"},
-    }
-}
-_DESCRIPTIONS = {
-    421: "42101: not the partition's leader (the body names it)",
-    503: "50302 no leader now, 50305 no controller now, 50306 metadata store unreachable; "
-    "retry after Retry-After seconds",
-}
+"""The ``Retry-After`` of every 503 (no leader, no controller, metadata store unreachable)."""
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for the error statuses a route can answer with."""
-    out: dict[int | str, dict[str, Any]] = {}
-    for status in statuses:
-        entry: dict[str, Any] = {
-            "model": NotLeaderBody if status == 421 else ErrorBody,
-            "description": _DESCRIPTIONS.get(status, "Error"),
-        }
-        if status == 503:
-            entry["headers"] = _RETRY_AFTER
-        out[status] = entry
-    return out
+# What the cluster adds to a route's answers (docs/cluster.md, "Error codes added by the
+# cluster"): a route served at a partition's leader answers 421 42101 for a request relayed to it
+# that it cannot serve and 503 50302 while no broker leads the partition; a write acknowledged
+# by the in-sync replicas (acks=all) 503 50303/50304 or 504 50401; admin, carried out by the
+# controller, 503 50305 while there is none and 503 50306 while the metadata store is unreachable.
+AT_LEADER: tuple[type[HeadwaterError], ...] = (NotLeaderOrFollowerError, LeaderNotAvailableError)
+REPLICATED: tuple[type[HeadwaterError], ...] = (
+    NotEnoughReplicasError,
+    NotEnoughReplicasAfterAppendError,
+    RequestTimedOutError,
+)
+AT_CONTROLLER: tuple[type[HeadwaterError], ...] = (NotControllerError, MetadataUnavailableError)
+
+
+def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the errors a route can answer with (kernel's format): a 503
+    documents ``Retry-After``, a 421 the leader its body names."""
+    responses = openapi.error_responses(*errors, retry_after=True)
+    if 421 in responses:
+        responses[421]["model"] = NotLeaderBody
+    return responses

@@ -6,7 +6,26 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from headwater.errors import InvalidRequestError
+from headwater.errors import (
+    CorruptRecordError,
+    EmptyProduceError,
+    HeadwaterError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidRequestError,
+    InvalidTopicError,
+    MalformedRequestError,
+    MetadataUnavailableError,
+    NotAcceptableError,
+    OutOfOrderSequenceError,
+    PartitionNotFoundError,
+    RecordTooLargeError,
+    RequestTooLargeError,
+    StorageError,
+    TopicNotFoundError,
+    UnknownProducerIdError,
+    UnsupportedMediaTypeError,
+)
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.embedded import ProduceBody
@@ -22,10 +41,28 @@ from headwater_broker.api.media import (
 from headwater_broker.broker import Broker
 from headwater_kernel.body import JSONBody
 
-router = APIRouter(
-    default_response_class=JSONBody,
-    tags=["produce"],
-    responses=models.error_responses(400, 404, 406, 409, 413, 415, 421, 422, 503),
+router = APIRouter(default_response_class=JSONBody, tags=["produce"])
+
+# What any request with a body can be answered: too large (413 41301), of another type (415),
+# an Accept that allows no JSON answer (406); a path partition that is no integer (422 42200).
+_REQUEST: tuple[type[HeadwaterError], ...] = (
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+    NotAcceptableError,
+)
+# A produce may create its topic first (BROKER_AUTO_CREATE_TOPICS), at the controller.
+_AUTO_CREATE: tuple[type[HeadwaterError], ...] = (InvalidTopicError, *models.AT_CONTROLLER)
+_RECORDS: tuple[type[HeadwaterError], ...] = (
+    *_REQUEST,
+    *_AUTO_CREATE,
+    *models.AT_LEADER,
+    MalformedRequestError,
+    EmptyProduceError,
+    InvalidRecordError,
+    TopicNotFoundError,
+    PartitionNotFoundError,
+    RecordTooLargeError,
+    StorageError,
 )
 
 _ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
@@ -34,7 +71,7 @@ _RECORDS_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
-            media: {"schema": models.ProduceRequest.model_json_schema(ref_template="{model}")}
+            media: {"schema": {"$ref": "#/components/schemas/ProduceRequest"}}
             for media in EMBEDDED_FORMATS
         },
     }
@@ -63,10 +100,11 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     "/topics/{topic}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
+    responses=models.error_responses(*_RECORDS),
     summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky; any broker "
     "(records for partitions led elsewhere are relayed to their leaders)",
 )
-async def produce(topic: str, request: Request, broker: BrokerDep) -> Response:
+async def produce(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, None)
 
 
@@ -74,10 +112,14 @@ async def produce(topic: str, request: Request, broker: BrokerDep) -> Response:
     "/topics/{topic}/partitions/{partition}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
+    responses=models.error_responses(*_RECORDS, InvalidRequestError),
     summary="Produce records to one partition (REST Proxy v2)",
 )
 async def produce_to_partition(
-    topic: str, partition: int, request: Request, broker: BrokerDep
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
+    request: Request,
+    broker: BrokerDep,
 ) -> Response:
     return await _produce(request, broker, topic, partition)
 
@@ -86,13 +128,31 @@ async def produce_to_partition(
     "/topics/{topic}/partitions/{partition}/batches",
     response_model=models.BatchesResponse,
     openapi_extra=_BATCHES_BODY,
-    responses={204: {"description": "acks=0: appended, no body"}},
+    responses={
+        204: {"description": "acks=0: appended, no body"},
+        **models.error_responses(
+            *_REQUEST,
+            *_AUTO_CREATE,
+            *models.AT_LEADER,
+            *models.REPLICATED,
+            CorruptRecordError,
+            InvalidRecordError,
+            InvalidRequestError,
+            TopicNotFoundError,
+            PartitionNotFoundError,
+            UnknownProducerIdError,
+            OutOfOrderSequenceError,
+            InvalidProducerEpochError,
+            RecordTooLargeError,
+            StorageError,
+        ),
+    },
     summary="Append raw RecordBatch v2 bytes (the fast path, at the partition's leader only: "
     "421 42101 elsewhere, 503 50302 when none leads it); offsets assigned by the broker",
 )
 async def append_batches(
-    topic: str,
-    partition: int,
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
     request: Request,
     broker: BrokerDep,
     acks: Annotated[str | None, Query(description="0, 1, all or -1 (default 1)")] = None,
@@ -123,6 +183,14 @@ async def append_batches(
     "/producers",
     response_model=models.ProducerIdentity,
     dependencies=[JSONBodyDep, JSONAnswerDep],
+    responses=models.error_responses(
+        *_REQUEST,
+        MalformedRequestError,
+        InvalidRequestError,
+        UnknownProducerIdError,
+        InvalidProducerEpochError,
+        MetadataUnavailableError,  # ids are handed out in cluster-wide blocks from the store
+    ),
     tags=["producers"],
     summary="Get an idempotent producer id (epoch 0), or bump an id's epoch to fence old ones",
 )

@@ -13,7 +13,13 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from headwater.errors import MalformedRequestError
+from headwater.errors import (
+    MalformedRequestError,
+    NotLeaderOrFollowerError,
+    PartitionNotFoundError,
+    StalePartitionEpochError,
+    TopicNotFoundError,
+)
 from headwater.types import BrokerId
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONBodyDep
@@ -24,7 +30,8 @@ from headwater_broker.replication.fetcher import FETCH_PATH, answer_fetch
 from headwater_broker.replication.wire import MEDIA_TYPE
 from headwater_kernel.body import JSONBody
 
-router = APIRouter(tags=["replication"])
+# Broker-to-broker only: left out of the public OpenAPI document (clients never call these).
+router = APIRouter(tags=["replication"], include_in_schema=False)
 
 
 @router.post(
@@ -35,7 +42,7 @@ router = APIRouter(tags=["replication"])
             "raw batches of each (docs/cluster.md, Replication)",
             "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
         },
-        **models.error_responses(400, 503),
+        **models.error_responses(MalformedRequestError, *models.AT_CONTROLLER),
     },
     summary="Follower fetch (between brokers): long-polls for the partitions a follower copies "
     "from this leader",
@@ -90,7 +97,14 @@ def parse_isr_proposal(body: Any) -> IsrProposal:
 @router.post(
     "/cluster/controller/isr",
     dependencies=[JSONBodyDep],
-    responses=models.error_responses(400, 404, 409, 421, 503),
+    responses=models.error_responses(
+        MalformedRequestError,
+        TopicNotFoundError,
+        PartitionNotFoundError,
+        StalePartitionEpochError,
+        NotLeaderOrFollowerError,
+        *models.AT_CONTROLLER,
+    ),
     summary="A leader's in-sync set proposal (between brokers), committed by the controller; "
     "answers the partition's new state",
 )

@@ -8,17 +8,40 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request, Response
 
+from headwater.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    MalformedRequestError,
+    NotAcceptableError,
+    PartitionNotFoundError,
+    RequestTooLargeError,
+    StorageError,
+    TopicAlreadyExistsError,
+    TopicNotFoundError,
+    UnsupportedMediaTypeError,
+)
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.forward import at_controller, at_leader, mark_metadata_offset
 from headwater_kernel.body import JSONBody
 
-router = APIRouter(
-    default_response_class=JSONBody,
-    tags=["topics"],
-    dependencies=[JSONAnswerDep],
-    responses=models.error_responses(400, 404, 406, 409, 413, 415, 422, 503),
+router = APIRouter(default_response_class=JSONBody, tags=["topics"], dependencies=[JSONAnswerDep])
+
+# Every route answers JSON (406 if Accept allows none); a JSON body can be unreadable (400), too
+# large (413), of another type (415) or of the wrong shape (422 42200); a path partition that is
+# no integer is 422 42200. Admin writes are carried out by the controller (503 50305/50306).
+_ANSWER = (NotAcceptableError,)
+_BODY = (
+    MalformedRequestError,
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+    InvalidRequestError,
 )
+_PARTITION = (TopicNotFoundError, PartitionNotFoundError, InvalidRequestError)
 
 
 @router.post(
@@ -26,6 +49,18 @@ router = APIRouter(
     status_code=201,
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
+    responses=models.error_responses(
+        *_ANSWER,
+        *_BODY,
+        *models.AT_CONTROLLER,
+        TopicAlreadyExistsError,
+        InvalidTopicError,
+        InvalidConfigError,
+        InvalidPartitionsError,
+        InvalidReplicationFactorError,
+        InvalidReplicaAssignmentError,
+        StorageError,
+    ),
     summary="Create a topic (40901 exists, 42201 name, 42202 config, 42203/42204 counts, "
     "42206 assignment)",
 )
@@ -41,7 +76,12 @@ async def create_topic(
     return models.TopicDescription.model_validate(description)
 
 
-@router.get("/topics", response_model=list[str], summary="Topic names, sorted")
+@router.get(
+    "/topics",
+    response_model=list[str],
+    responses=models.error_responses(*_ANSWER),
+    summary="Topic names, sorted",
+)
 async def list_topics(broker: BrokerDep) -> list[str]:
     return broker.list_topics()
 
@@ -49,16 +89,23 @@ async def list_topics(broker: BrokerDep) -> list[str]:
 @router.get(
     "/topics/{topic}",
     response_model=models.TopicDescription,
+    responses=models.error_responses(*_ANSWER, TopicNotFoundError),
     summary="Partitions with their leaders, replicas and offsets, and the effective configs",
 )
-async def describe_topic(topic: str, broker: BrokerDep) -> models.TopicDescription:
+async def describe_topic(topic: models.TopicName, broker: BrokerDep) -> models.TopicDescription:
     return models.TopicDescription.model_validate(await broker.describe_topic(topic))
 
 
 @router.delete(
-    "/topics/{topic}", status_code=204, response_class=Response, summary="Delete a topic"
+    "/topics/{topic}",
+    status_code=204,
+    response_class=Response,
+    responses=models.error_responses(
+        *_ANSWER, *models.AT_CONTROLLER, TopicNotFoundError, StorageError
+    ),
+    summary="Delete a topic",
 )
-async def delete_topic(topic: str, request: Request, broker: BrokerDep) -> Response:
+async def delete_topic(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
     await broker.delete_topic(topic)
@@ -71,10 +118,22 @@ async def delete_topic(topic: str, request: Request, broker: BrokerDep) -> Respo
     "/topics/{topic}/configs",
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
+    responses=models.error_responses(
+        *_ANSWER,
+        *_BODY,
+        *models.AT_CONTROLLER,
+        TopicNotFoundError,
+        InvalidConfigError,
+        StorageError,
+    ),
     summary="Set and delete config overrides at once (42202 unknown key or bad value)",
 )
 async def alter_configs(
-    topic: str, body: models.AlterConfigs, request: Request, response: Response, broker: BrokerDep
+    topic: models.TopicName,
+    body: models.AlterConfigs,
+    request: Request,
+    response: Response,
+    broker: BrokerDep,
 ) -> models.TopicDescription | Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
@@ -87,10 +146,18 @@ async def alter_configs(
     "/topics/{topic}/partitions",
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
+    responses=models.error_responses(
+        *_ANSWER,
+        *_BODY,
+        *models.AT_CONTROLLER,
+        TopicNotFoundError,
+        InvalidPartitionsError,
+        StorageError,
+    ),
     summary="Grow the topic to `count` partitions in total (42203 unless larger)",
 )
 async def add_partitions(
-    topic: str,
+    topic: models.TopicName,
     body: models.PartitionCount,
     request: Request,
     response: Response,
@@ -106,19 +173,23 @@ async def add_partitions(
 @router.get(
     "/topics/{topic}/partitions",
     response_model=list[models.PartitionSummary],
+    responses=models.error_responses(*_ANSWER, TopicNotFoundError),
     summary="The topic's partitions: leader, leader epoch, replicas, in-sync replicas",
 )
-async def list_partitions(topic: str, broker: BrokerDep) -> list[models.PartitionSummary]:
+async def list_partitions(
+    topic: models.TopicName, broker: BrokerDep
+) -> list[models.PartitionSummary]:
     return [models.PartitionSummary.model_validate(p) for p in broker.list_partitions(topic)]
 
 
 @router.get(
     "/topics/{topic}/partitions/{partition}",
     response_model=models.PartitionDescription,
+    responses=models.error_responses(*_ANSWER, *_PARTITION),
     summary="One partition with its leader and its beginning and end offsets",
 )
 async def describe_partition(
-    topic: str, partition: int, broker: BrokerDep
+    topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
 ) -> models.PartitionDescription:
     info = await broker.partition_info(topic, partition)
     return models.PartitionDescription.model_validate(info)
@@ -127,10 +198,11 @@ async def describe_partition(
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     response_model=models.Offsets,
+    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER),
     summary="Beginning (log start) and end (next to be written) offsets, from the leader",
 )
 async def offsets(
-    topic: str, partition: int, request: Request, broker: BrokerDep
+    topic: models.TopicName, partition: models.PartitionNumber, request: Request, broker: BrokerDep
 ) -> models.Offsets | Response:
     if (relayed := await at_leader(request, broker, topic, partition)) is not None:
         return relayed
@@ -141,11 +213,12 @@ async def offsets(
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets/lookup",
     response_model=models.OffsetLookup,
+    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER),
     summary="Earliest offset whose timestamp is >= `timestamp` (ms); nulls when none",
 )
 async def lookup_offset(
-    topic: str,
-    partition: int,
+    topic: models.TopicName,
+    partition: models.PartitionNumber,
     request: Request,
     broker: BrokerDep,
     timestamp: int = Query(description="Milliseconds since the epoch"),

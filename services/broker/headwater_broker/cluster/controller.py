@@ -534,7 +534,7 @@ def _check_partition_count(count: int) -> None:
 def _existing_topic(image: MetadataImage, name: str) -> TopicState:
     topic = image.topics.get(name)
     if topic is None:
-        raise TopicNotFoundError(f"Topic '{name}' not found")
+        raise TopicNotFoundError(f"Topic not found. There is no topic '{name}'.")
     return topic
 
 
@@ -542,5 +542,7 @@ def _existing_partition(image: MetadataImage, topic: str, partition: int) -> Par
     _existing_topic(image, topic)
     state = image.partition(topic, partition)
     if state is None:
-        raise PartitionNotFoundError(f"Partition {partition} of topic '{topic}' not found")
+        raise PartitionNotFoundError(
+            f"Partition not found. Topic '{topic}' has no partition {partition}."
+        )
     return state

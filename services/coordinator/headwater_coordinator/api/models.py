@@ -9,12 +9,10 @@ generic 42200 first; ranges the core does not check (64-bit offsets) are enforce
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
-from pydantic_core import core_schema
+from pydantic import BaseModel, ConfigDict, Field
 
 from headwater.errors import HeadwaterError
 from headwater.groups.errors import InvalidTopicNameError
@@ -25,55 +23,14 @@ from headwater_coordinator import names
 from headwater_coordinator.assignor import ASSIGNORS
 from headwater_coordinator.group import GroupState, Member, encode_partitions
 from headwater_coordinator.store.offsets import CommittedOffset, PartitionOffset
+from headwater_kernel import openapi
+from headwater_kernel.json_integer import JsonInteger
 
 MAX_INT32 = 2**31 - 1
 # Offsets and timestamps: the largest integer every JSON tool reads exactly (many hold numbers as
 # doubles); far beyond any log end or epoch-ms timestamp, and well inside Kafka's 64 bits.
 MAX_OFFSET = 2**53 - 1
 RETRY_AFTER_S = 1
-
-
-@dataclass(frozen=True)
-class JsonInteger:
-    """An integer request field as JSON Schema defines one, within ``[ge, le]``: ``1`` and ``1.0``
-    are integers; ``true`` and ``"1"`` -- which pydantic's lax mode would also read as 1 -- are
-    not. Built from pydantic-core's own validators, as a check in Python per field would cost as
-    much as the rest of a commit. Use as ``Annotated[int, JsonInteger(ge, le)]``."""
-
-    ge: int | None = None
-    le: int | None = None
-
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        whole_float = core_schema.chain_schema(
-            [
-                core_schema.float_schema(strict=True),
-                core_schema.no_info_plain_validator_function(_whole),
-            ]
-        )
-        integer = core_schema.union_schema(
-            [core_schema.int_schema(strict=True), whole_float],
-            custom_error_type="int_type",  # pydantic's own "Input should be a valid integer"
-        )
-        bounds = core_schema.int_schema(strict=True, ge=self.ge, le=self.le)
-        return core_schema.chain_schema([integer, bounds])
-
-    def __get_pydantic_json_schema__(
-        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "integer"}
-        if self.ge is not None:
-            out["minimum"] = self.ge
-        if self.le is not None:
-            out["maximum"] = self.le
-        return out
-
-
-def _whole(value: float) -> int:
-    if not value.is_integer():
-        raise ValueError("Input should be an integer")
-    return int(value)
 
 
 Int32 = Annotated[int, JsonInteger(-MAX_INT32 - 1, MAX_INT32)]
@@ -106,34 +63,9 @@ GroupId = Annotated[
 ]
 
 
-class ErrorBody(BaseModel):
-    """Every error: a stable five-digit code (first three digits = HTTP status) and a message."""
-
-    error_code: int
-    message: str
-
-
 def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for the errors a route can answer with: per status, the error body
-    and the codes it carries; a 503 also documents ``Retry-After``."""
-    by_status: dict[int, list[type[HeadwaterError]]] = {}
-    for error in sorted(set(errors), key=lambda e: e.error_code):
-        by_status.setdefault(error.http_status, []).append(error)
-    responses: dict[int | str, dict[str, Any]] = {}
-    for status, group in sorted(by_status.items()):
-        entry: dict[str, Any] = {
-            "model": ErrorBody,
-            "description": "\n".join(f"- {e.error_code}: {e.default_message()}" for e in group),
-        }
-        if status == 503:
-            entry["headers"] = {
-                "Retry-After": {
-                    "description": "seconds to wait before sending the request again",
-                    "schema": {"type": "integer"},
-                }
-            }
-        responses[status] = entry
-    return responses
+    """OpenAPI ``responses`` for the errors a route can answer with (a 503 with Retry-After)."""
+    return openapi.error_responses(*errors, retry_after=True)
 
 
 class TopicPartitions(BaseModel):

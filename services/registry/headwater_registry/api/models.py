@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from headwater.errors import HeadwaterError, MalformedRequestError
 from headwater.registry.errors import (
@@ -14,11 +14,14 @@ from headwater.registry.errors import (
     UnprocessableEntityError,
 )
 from headwater.registry.schema import SchemaReference
+from headwater_kernel import openapi
+from headwater_kernel.json_integer import JsonInteger
 from headwater_registry.names import INT_MAX, INT_MIN
 from headwater_registry.schemas import SchemaInput
 
-JavaInt = Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
-"""Confluent's ids and versions are Java ``int``: a larger number is a bad body (422)."""
+JavaInt = Annotated[int, JsonInteger(INT_MIN, INT_MAX)]
+"""Confluent's ids and versions are Java ``int``: a larger number, or one that is not a JSON
+integer (``"1"``, ``true``), is a bad body (422)."""
 
 
 class Reference(BaseModel):
@@ -54,7 +57,7 @@ class ConfigRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     compatibility: str | None = None
-    normalize: bool | None = None
+    normalize: StrictBool | None = None  # a JSON boolean: 0 or "true" is a bad body (422)
 
 
 class ModeRequest(BaseModel):
@@ -108,33 +111,13 @@ class CompatibilityAnswer(BaseModel):
     messages: list[str] | None = None
 
 
-class ErrorBody(BaseModel):
-    """Every error: Confluent's five-digit code (or 400/422 for bad requests) and a message."""
-
-    error_code: int
-    message: str
-
-
 def errors(*raised: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:
     """A route's error answers for OpenAPI: by status, each naming its codes, with the body.
 
     The routers answer under the registry's media type (``default_response_class``), so FastAPI
     documents these bodies under it too.
     """
-    by_status: dict[int, list[type[HeadwaterError]]] = {}
-    for error in sorted(raised, key=lambda e: e.error_code):
-        by_status.setdefault(error.http_status, []).append(error)
-    return {
-        status: {
-            "model": ErrorBody,
-            "description": "; ".join(f"{e.error_code}: {_summary(e)}" for e in classes),
-        }
-        for status, classes in sorted(by_status.items())
-    }
-
-
-def _summary(error: type[HeadwaterError]) -> str:
-    return (error.__doc__ or error.__name__).strip().splitlines()[0].rstrip(".")
+    return openapi.error_responses(*raised)
 
 
 BAD_BODY = (MalformedRequestError, MalformedJsonError, UnprocessableEntityError)
