@@ -206,11 +206,17 @@ class PartitionLog:
                         header.partition_leader_epoch, header.base_offset, flush=False
                     )
             changed = True
-        # The active segment's epochs may postdate the last checkpoint write (a crash), and
-        # entries past the recovered end describe batches the crash cut off.
-        for header in active_headers:
-            changed |= epochs.assign(header.partition_leader_epoch, header.base_offset, flush=False)
+        # Entries past the recovered end describe batches the crash cut off; the active
+        # segment's epochs may postdate the last checkpoint write (a crash). As Kafka's segment
+        # recovery, only an epoch newer than the latest known is assigned: assigning an older
+        # one would remove every entry from that epoch on, so a checkpoint [(1, 0), (2, 6)]
+        # over an active segment starting with an epoch-1 batch at 5 became [(1, 5)].
         changed |= epochs.truncate_from_end(self.log_end_offset, flush=False)
+        for header in active_headers:
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                changed |= epochs.assign(
+                    header.partition_leader_epoch, header.base_offset, flush=False
+                )
         changed |= epochs.truncate_from_start(self.log_start_offset, flush=False)
         self.epochs = epochs
         if changed:
