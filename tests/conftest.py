@@ -50,6 +50,10 @@ NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
         _on_path("java"),
         "no `java` on PATH (Spark needs a JDK 17 or newer, e.g. apt-get install openjdk-17-jdk)",
     ),
+    "root": (
+        lambda: os.geteuid() == 0,
+        "not running as root (mounting a size-limited tmpfs needs root; CI runs as root)",
+    ),
     "docker-compose": (
         _on_path("docker-compose"),
         "no `docker-compose` on PATH (apt-get install docker-compose)",

@@ -67,6 +67,7 @@ from headwater.errors import (
     RecordTooLargeError,
     ServiceUnavailableError,
     StaleBrokerEpochError,
+    StorageError,
     TopicAlreadyExistsError,
     TopicNotFoundError,
 )
@@ -698,7 +699,12 @@ class Broker:
         )
         if leader is not None and leader.plog is plog:
             timeout_s = self.settings.request_timeout_ms / 1000
-            results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
+            try:
+                results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
+            except StorageError as exc:
+                if isinstance(exc.__cause__, OSError):  # the disk failed, not a closed log
+                    self.node.take_storage_offline(exc.message)
+                raise
         else:
             results = await plog.append(body, batches, now)
         for _pos, header in batches:

@@ -21,6 +21,8 @@ class Cluster:
         self.metadata_url = metadata_url or f"sqlite:///{root / 'cluster.db'}"
         self.ports = {b: free_port() for b in range(3)}
         self.procs: dict[int, ServiceProcess] = {}
+        # Brokers a test cut off from the cluster: their view is stale, so nobody asks them.
+        self.cut: set[int] = set()
 
     def start(self, broker_id: int, **extra: str) -> None:
         env = {
@@ -42,7 +44,7 @@ class Cluster:
         return f"http://127.0.0.1:{self.ports[broker_id]}"
 
     def alive(self) -> list[int]:
-        return [b for b, p in self.procs.items() if p.running()]
+        return [b for b, p in self.procs.items() if p.running() and b not in self.cut]
 
     def describe(self, topic: str) -> dict[str, object] | None:
         for b in self.alive():
@@ -168,7 +170,10 @@ def create_topic(cluster: Cluster, topic: str) -> None:
 def start_three(cluster: Cluster, **extra: str) -> None:
     for b in range(3):
         cluster.start(b, **extra)
+    wait_all_active(cluster)
 
+
+def wait_all_active(cluster: Cluster) -> None:
     def all_active() -> bool:
         brokers = httpx.get(f"{cluster.url(0)}/cluster", timeout=5).json()["brokers"]
         return sum(1 for b in brokers if b["state"] == "active") == 3
@@ -189,9 +194,22 @@ class Producer:
     """
 
     def __init__(
-        self, cluster: Cluster, topic: str, producer: dict[str, int], timeout_s: float = 15
+        self,
+        cluster: Cluster,
+        topic: str,
+        producer: dict[str, int],
+        timeout_s: float = 15,
+        *,
+        retry_storage_errors: bool = False,
+        route: Callable[[], int] | None = None,
+        prefix: str = "",
     ) -> None:
+        self.prefix = prefix  # of every value, to tell producers apart
         self.cluster = cluster
+        # The broker to send to: the leader as the cluster reports it unless ``route`` says.
+        self.route = route or (lambda: cluster.leader(topic))
+        self.retry_storage_errors = retry_storage_errors
+        self.storage_errors: list[tuple[int, int]] = []  # broker, error code of each 500
         self.topic = topic
         self.producer = producer
         self.timeout_s = timeout_s
@@ -219,11 +237,11 @@ class Producer:
 
     def _produce(self) -> None:
         with httpx.Client(timeout=self.timeout_s) as client:
-            leader = self.cluster.leader(self.topic)
+            leader = self.route()
             for i in range(100_000):  # bounded; the test stops it long before
                 if self._stop.is_set():
                     return
-                values = [f"v{i}-{j}" for j in range(PER_BATCH)]
+                values = [f"{self.prefix}v{i}-{j}" for j in range(PER_BATCH)]
                 body = encode_batch(
                     [(None, v.encode(), []) for v in values],
                     producer_id=self.producer["producer_id"],
@@ -251,8 +269,122 @@ class Producer:
                         self.acknowledged.extend(values)
                         self.last_offsets.append(last)
                         break
+                    if answer is not None and answer.status_code == 500:
+                        code = int(answer.json().get("error_code", 0))
+                        self.storage_errors.append((leader, code))
+                        if self.retry_storage_errors and code == 50003:
+                            time.sleep(0.05)  # retriable, as Kafka's KAFKA_STORAGE_ERROR
+                            leader = max(self.route(), 0)
+                            continue
                     if answer is not None and answer.status_code not in (421, 503, 504):
                         self.errors.append(f"batch {i}: {answer.status_code} {answer.text}")
                         return
                     time.sleep(0.05)
-                    leader = max(self.cluster.leader(self.topic), 0)
+                    leader = max(self.route(), 0)
+
+
+def all_in_sync(cluster: Cluster, topic: str) -> bool:
+    described = cluster.describe(topic)
+    isr = [] if described is None else described["isr"]
+    return isinstance(isr, list) and sorted(isr) == [0, 1, 2]
+
+
+def controller(cluster: Cluster) -> int:
+    """The controller's broker id as a live broker reports it (-1 when none answers)."""
+    for b in cluster.alive():
+        try:
+            answer = httpx.get(f"{cluster.url(b)}/cluster", timeout=1)
+        except httpx.HTTPError:
+            continue
+        if answer.status_code == 200:
+            broker_id = answer.json()["controller"]["broker_id"]
+            assert isinstance(broker_id, int)
+            return broker_id
+    return -1
+
+
+def acknowledge_more(load: Producer, batches: int, timeout_s: float, what: str) -> None:
+    """Wait until ``load`` has ``batches`` more batches acknowledged (or stopped on an error)."""
+    target = len(load.acknowledged) + batches * PER_BATCH
+    wait_for(lambda: len(load.acknowledged) >= target or load.done.is_set(), timeout_s, what)
+    assert not load.done.is_set(), f"the producer stopped: {load.errors}"
+
+
+def check_after_healing(
+    cluster: Cluster, topic: str, *loads: Producer, reader: Reader | None = None
+) -> int:
+    """Stop ``loads`` (and ``reader``) and check the partition: every value each acknowledged
+    there once, in its acknowledged order; what the reader saw, a prefix of the partition.
+
+    Returns the high watermark read up to; the caller compares the replicas on disk with
+    ``replicas_identical`` once the brokers are stopped."""
+    for load in loads:
+        load.stop()
+        assert not load.errors, load.errors
+    wait_for(lambda: all_in_sync(cluster, topic), 60, "every replica back in the ISR")
+    last = max(max(load.last_offsets, default=-1) for load in loads)
+    wait_for(
+        lambda: cluster.high_watermark(topic) > last,
+        30,
+        "the high watermark past every acknowledged offset",
+    )
+    values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
+    for load in loads:
+        check_acknowledged(values, load.acknowledged)
+    if reader is not None:
+        reader.stop()
+        seen = reader.seen
+        assert seen, "the reader saw nothing"
+        assert seen == values[: len(seen)], "a value a consumer saw is missing or moved"
+    time.sleep(1.0)  # the followers copy the last high watermark
+    return high_watermark
+
+
+class Reader:
+    """A consumer of partition 0 in a thread, following the leader, from offset 0 on.
+
+    ``seen`` holds every value it was given, in order; since a consumer reads below the high
+    watermark only, ``seen`` must stay a prefix of the partition whatever faults happen.
+    """
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the reader did not stop"
+
+    def _run(self) -> None:
+        offset = 0
+        with httpx.Client(timeout=2) as client:
+            while not self._stop.is_set():
+                leader = self.cluster.leader(self.topic)
+                if leader < 0:
+                    time.sleep(0.1)
+                    continue
+                try:
+                    answer = client.get(
+                        f"{self.cluster.url(leader)}/topics/{self.topic}/partitions/0/records",
+                        params={"offset": offset, "max_wait_ms": 200},
+                        headers={"accept": "application/vnd.headwater.batches"},
+                    )
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+                    continue
+                if answer.status_code != 200:
+                    time.sleep(0.1)
+                    continue
+                if answer.content:
+                    records = [r for r in decode_batches(answer.content) if r.offset >= offset]
+                    self.seen.extend(bytes(r.value or b"").decode() for r in records)
+                    offset = int(answer.headers["headwater-next-offset"])
+                else:
+                    time.sleep(0.05)

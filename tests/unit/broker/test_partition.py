@@ -349,3 +349,31 @@ def test_batches_larger_than_the_scan_chunk_are_found_and_read_whole(tmp_path: P
     assert offsets_read(plog, 5, 2 * len(big)) == [4, 5, 6, 7]
     crash(plog)
     assert open_log(tmp_path).log_end_offset == 8
+
+
+def test_a_roll_that_fails_to_write_is_a_storage_error_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full disk while a segment rolls (the index write fails): 50003, not an internal error;
+    # the log stays as it was, and appends go on once the disk has room again.
+    import errno
+
+    from headwater.errors import StorageError
+    from headwater_broker.log.segment import Segment
+
+    one = batch(1)
+    plog = open_log(tmp_path, segment_bytes=2 * len(one))
+    append(plog, one, one)
+
+    def full(self: Segment) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Segment, "write_indexes", full)
+        with pytest.raises(StorageError) as refused:
+            append(plog, one)
+    assert refused.value.error_code == 50003
+    assert plog.log_end_offset == 2
+    assert logs(tmp_path) == [f"{0:020d}.log"]
+    assert [r.base_offset for r in append(plog, one)] == [2]
+    assert (offsets_read(plog, 0), offsets_read(plog, 2)) == ([0, 1], [2])

@@ -305,3 +305,21 @@ async def test_fsync_always_counts_only_synced_batches_as_the_local_end(tmp_path
     # So does the follower's: the fetch offset it reports next counts only synced batches.
     assert follower.local_end_offset == follower.log_end_offset == 5
     assert not follower.active.dirty
+
+
+async def test_recovery_keeps_older_epochs_when_a_newer_one_wrote_nothing(tmp_path: Path) -> None:
+    # Epoch 1 wrote offsets 0-5 over two segments; the replica became leader of epoch 2 at the
+    # log end and wrote nothing before a crash. Recovery drops (2, 6) (past the log end) and
+    # must keep (1, 0): the epoch-1 batch at 5 in the active segment is no new epoch.
+    one = batch(1)
+    plog = open_log(tmp_path, segment_bytes=5 * len(one))
+    for _ in range(6):
+        await lead(plog, 1, one)
+    assert len(plog.segments) == 2
+    plog.assign_leader_epoch(2)
+    assert plog.epochs.entries() == [EpochEntry(1, 0), EpochEntry(2, 6)]
+    crash(plog)
+    plog = open_log(tmp_path, segment_bytes=5 * len(one))
+    assert plog.epochs.entries() == [EpochEntry(1, 0)]
+    crash(plog)
+    assert open_log(tmp_path, segment_bytes=5 * len(one)).epochs.entries() == [EpochEntry(1, 0)]

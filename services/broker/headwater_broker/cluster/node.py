@@ -49,6 +49,7 @@ class ClusterNode:
         self.url = url
         self.on_controller_event = on_controller_event
         self.replaced = asyncio.Event()
+        self.storage_offline = False
         self._store: MetadataStore | None = None
         self._registration: Registration | None = None
         self._follower: MetadataFollower | None = None
@@ -186,6 +187,31 @@ class ClusterNode:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+    def take_storage_offline(self, reason: str) -> None:
+        """Give up every leadership after the data directory failed a write (full or broken).
+
+        As Kafka with its only log directory offline: this broker stops heartbeating and stops
+        acting as controller, so the controller fences it once its session times out and elects
+        new leaders from the in-sync replicas. The metadata follower goes on, so this broker
+        learns it no longer leads and sends producers on (421). The process keeps serving reads;
+        restart it once the disk is fixed to rejoin (docs/cluster.md, "Full or failed disk").
+        """
+        if self.storage_offline:
+            return
+        self.storage_offline = True
+        log.error(
+            "broker %d takes its data directory offline after a storage error (%s): it stops "
+            "heartbeating, so the controller moves its leaderships; restart it once the disk "
+            "is fixed",
+            self.broker_id,
+            reason,
+        )
+        if self._controller is not None:
+            self._controller.lease.drop()
+        for task in self._tasks:
+            if task.get_name() in ("cluster-heartbeats", "cluster-controller"):
+                task.cancel()
 
     async def _heartbeats(self) -> None:
         registration = self.registration

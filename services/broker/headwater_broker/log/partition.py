@@ -206,11 +206,17 @@ class PartitionLog:
                         header.partition_leader_epoch, header.base_offset, flush=False
                     )
             changed = True
-        # The active segment's epochs may postdate the last checkpoint write (a crash), and
-        # entries past the recovered end describe batches the crash cut off.
-        for header in active_headers:
-            changed |= epochs.assign(header.partition_leader_epoch, header.base_offset, flush=False)
+        # Entries past the recovered end describe batches the crash cut off; the active
+        # segment's epochs may postdate the last checkpoint write (a crash). As Kafka's segment
+        # recovery, only an epoch newer than the latest known is assigned: assigning an older
+        # one would remove every entry from that epoch on, so a checkpoint [(1, 0), (2, 6)]
+        # over an active segment starting with an epoch-1 batch at 5 became [(1, 5)].
         changed |= epochs.truncate_from_end(self.log_end_offset, flush=False)
+        for header in active_headers:
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                changed |= epochs.assign(
+                    header.partition_leader_epoch, header.base_offset, flush=False
+                )
         changed |= epochs.truncate_from_start(self.log_start_offset, flush=False)
         self.epochs = epochs
         if changed:
@@ -518,14 +524,23 @@ class PartitionLog:
             self._publish(self.log_end_offset)
 
     def _roll(self, now_ms: int) -> None:
-        """Close the active segment and start a new one at the log end offset."""
+        """Close the active segment and start a new one at the log end offset.
+
+        A failed write (a full disk) is a ``StorageError`` (50003), never a bare ``OSError``
+        answered as an internal error; the active segment stays as it was.
+        """
         old = self.active
-        old.flush()
-        old.write_indexes()
         sync = self.fsync != "never"
-        self.producers.write_snapshot(self.directory, self.log_end_offset, sync=sync)
-        self._prune_snapshots()
-        segment = Segment.create(self.directory, self.log_end_offset)
+        try:
+            old.flush()
+            old.write_indexes()
+            self.producers.write_snapshot(self.directory, self.log_end_offset, sync=sync)
+            self._prune_snapshots()
+            segment = Segment.create(self.directory, self.log_end_offset)
+        except OSError as exc:
+            raise StorageError(
+                f"rolling a segment of {self.topic}-{self.partition}: {exc}"
+            ) from exc
         segment.created_ms = now_ms
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
