@@ -79,32 +79,38 @@ def section_is_valid(data: bytes, count: int, base_timestamp: int) -> bool:
 
 def _frame(data: bytes, count: int) -> tuple[_Array | None, _Array]:
     """Starts (after the length varint) and ends of the ``count`` records filling ``data``, or
-    (None, None) when they do not frame it exactly or a record is shorter than six bytes."""
-    starts = [0] * count
-    ends = [0] * count
+    (None, None) when they do not frame it exactly or a record is shorter than six bytes.
+
+    The loop only hops from length varint to length varint; the lengths are decoded again and
+    checked with numpy, so a negative one (which would send the loop backwards) is caught there.
+    """
+    bounds = [0] * (count + 1)
     i = 0
     try:
         for index in range(count):
+            bounds[index] = i
             b = data[i]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                i += 1
+                i += 1 + ((b >> 1) ^ -(b & 1))
             elif data[i + 1] < 0x80:
-                length = (b & 0x7F) | (data[i + 1] << 7)
-                length = (length >> 1) ^ -(length & 1)
-                i += 2
+                v = (b & 0x7F) | (data[i + 1] << 7)
+                i += 2 + ((v >> 1) ^ -(v & 1))
             else:
                 length, i = read_varint(data, i)
-            if length < 6:
-                return None, None
-            starts[index] = i
-            i += length
-            ends[index] = i
+                i += length
     except (IndexError, CorruptRecordError):  # not proven: the exact walk reports it
         return None, None
     if i != len(data):
         return None, None
-    return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+    bounds[count] = i
+    edges = np.array(bounds, dtype=np.int64)
+    heads, ends = edges[:-1], edges[1:]
+    if not (heads < ends).all():  # every record forward of the one before
+        return None, None
+    lengths, starts = _varints(np.frombuffer(data, dtype=np.uint8), heads, ends)
+    if lengths is None or not ((lengths >= 6) & (starts + lengths == ends)).all():
+        return None, None
+    return starts, ends
 
 
 def _varints(arr: _Array, pos: _Array, ends: _Array) -> tuple[_Array | None, _Array]:
