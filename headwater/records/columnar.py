@@ -81,8 +81,8 @@ def _frame(data: bytes, count: int) -> tuple[_Array | None, _Array]:
     """Starts (after the length varint) and ends of the ``count`` records filling ``data``, or
     (None, None) when they do not frame it exactly or a record is shorter than six bytes.
 
-    The loop only hops from length varint to length varint; the lengths are decoded again and
-    checked with numpy, so a negative one (which would send the loop backwards) is caught there.
+    The loop only hops from length varint to length varint, giving up on a negative length; the
+    lengths are decoded again and checked (six bytes at the least) with numpy.
     """
     bounds = [0] * (count + 1)
     i = 0
@@ -91,13 +91,20 @@ def _frame(data: bytes, count: int) -> tuple[_Array | None, _Array]:
             bounds[index] = i
             b = data[i]
             if b < 0x80:
-                i += 1 + ((b >> 1) ^ -(b & 1))
-            elif data[i + 1] < 0x80:
-                v = (b & 0x7F) | (data[i + 1] << 7)
-                i += 2 + ((v >> 1) ^ -(v & 1))
+                if b & 1:  # a negative length
+                    return None, None
+                i += 1 + (b >> 1)
             else:
-                length, i = read_varint(data, i)
-                i += length
+                c = data[i + 1]
+                if c < 0x80:
+                    if b & 1:
+                        return None, None
+                    i += 2 + ((b & 0x7F) >> 1 | c << 6)
+                else:
+                    length, i = read_varint(data, i)
+                    if length < 0:
+                        return None, None
+                    i += length
     except (IndexError, CorruptRecordError):  # not proven: the exact walk reports it
         return None, None
     if i != len(data):
