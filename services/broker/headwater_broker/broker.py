@@ -684,7 +684,7 @@ class Broker:
                     "transactions are not supported"
                 )
             if self.settings.validate_records:
-                validate_records(body, pos, header)
+                validate_records(body, pos, header, columnar=self.settings.validate_columnar)
             if header.producer_id >= 0:
                 if header.base_sequence < 0:
                     raise InvalidRecordError(

@@ -27,6 +27,9 @@ class BrokerSettings(ServiceSettings):
     # Off only to measure what the check costs (bench/broker.py): a batch whose records do not
     # decode is then appended, and reading the partition from it fails.
     validate_records: bool = True
+    # Off only to measure what the numpy check of records of varying layout saves: the same
+    # batches are refused either way (headwater/records/validation.py).
+    validate_columnar: bool = True
     retention_check_interval_ms: int = Field(default=300_000, ge=1)
     default_partitions: int = Field(default=1, ge=1)
     auto_create_topics: bool = False
