@@ -71,7 +71,9 @@ async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> Asyn
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    # log_config=None and no log_level: uvicorn leaves the process's logging as the tests set it
+    # (its defaults would stop "uvicorn" propagating and raise "uvicorn.error" to WARNING).
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         for _ in range(200):
