@@ -69,6 +69,9 @@ def test_a_replaced_leader_acknowledges_nothing_and_rejoins(
             return isinstance(isr, list) and sorted(isr) == [0, 1, 2]
 
         wait_for(all_in_sync, 60, "the resumed broker back in the ISR")
+        # Once in sync it takes its preferred leadership back; reads below go to the leader, so
+        # wait for that move rather than race it (a read at the old leader is answered 421).
+        wait_for(lambda: cluster.leader(topic) == stopped_broker, 60, "the preferred leader back")
         before = len(load.acknowledged)
         wait_for(lambda: len(load.acknowledged) >= before + 10 * PER_BATCH, 60, "more writes")
         load.stop()
