@@ -61,6 +61,7 @@ from headwater.errors import (
     InvalidOffsetError,
     InvalidRecordError,
     LeaderNotAvailableError,
+    MetadataUnavailableError,
     NotControllerError,
     NotLeaderOrFollowerError,
     PartitionNotFoundError,
@@ -456,6 +457,33 @@ class Broker:
             raise _no_leader(state)
         return leader.url
 
+    async def find_leader(self, topic_name: str, partition: int) -> str | None:
+        """:meth:`leader_url`, patient with changes in flight: a topic created a moment ago
+        elsewhere is looked up in the store before 40401, and a leadership the metadata has just
+        given this broker is taken before answering (a quick wait), rather than 503 50302."""
+        await self._learn(topic_name)
+        try:
+            return self.leader_url(topic_name, partition)
+        except LeaderNotAvailableError:
+            if self._partition_state(topic_name, partition).leader != self.broker_id:
+                raise
+        await self.replicas_settled()
+        return self.leader_url(topic_name, partition)
+
+    async def leader_log(self, topic_name: str, partition: int) -> PartitionLog:
+        """:meth:`partition`, as patient as :meth:`find_leader`."""
+        await self.find_leader(topic_name, partition)
+        return self.partition(topic_name, partition)
+
+    async def _learn(self, topic_name: str) -> None:
+        """A topic this broker has not seen is looked for in the store once (it may have been
+        created through another broker a moment ago), so an admin write reads back anywhere."""
+        if self.image.topic(topic_name) is None and self.node.follower.loaded:
+            # Best effort, bounded: with the store down the answer stays this image's 40401.
+            with contextlib.suppress(MetadataUnavailableError, TimeoutError):
+                async with asyncio.timeout(self.settings.metadata_poll_ms / 1000 + 1.0):
+                    await self.node.follower.poll()
+
     def _leads(self, state: PartitionState) -> bool:
         return self.leading.get(state.key) == state.leader_epoch and state.leader == self.broker_id
 
@@ -659,7 +687,7 @@ class Broker:
         leadership moved, 504 50401 after ``BROKER_REQUEST_TIMEOUT_MS``).
         """
         await self._auto_create(topic_name)
-        plog = self.partition(topic_name, partition)
+        plog = await self.leader_log(topic_name, partition)
         if not body:
             raise CorruptRecordError("Empty body: expected one or more RecordBatch v2")
         batches = list(iter_batches(body))
@@ -842,6 +870,7 @@ class Broker:
         controller, wherever it is) before a produce goes on."""
         if not self.is_open:
             raise ServiceUnavailableError("The broker is not open")
+        await self._learn(topic_name)
         if not self.settings.auto_create_topics or self.image.topic(topic_name) is not None:
             return
         with contextlib.suppress(TopicAlreadyExistsError):
@@ -897,7 +926,7 @@ class Broker:
                 partition = self._sticky.partition(topic_name, count, size)
             by_partition.setdefault(partition, []).append((i, (key, value, record.headers)))
         # Where each partition goes is settled before anything is appended.
-        leaders = {p: self.leader_url(topic_name, p) for p in by_partition}
+        leaders = {p: await self.find_leader(topic_name, p) for p in by_partition}
         if forwarded and any(url is not None for url in leaders.values()):
             p = next(p for p, url in leaders.items() if url is not None)
             raise self.not_leader(topic_name, p)
@@ -916,19 +945,27 @@ class Broker:
             encoded.append((partition, [i for i, _r in items], batch))
         unset = ProducedOffset(PartitionId(0), Offset(0))
         offsets = [unset] * len(decoded)
-        for partition, indexes, batch in encoded:
-            (result,) = await self.append_batches(topic_name, partition, batch)
+
+        async def here(partition: int, indexes: list[int], batch: bytearray) -> None:
+            # acks=all, as REST Proxy's producer: answered once the records are below the high
+            # watermark, so a consumer that reads right after the answer sees them.
+            (result,) = await self.append_batches(topic_name, partition, batch, acks=-1)
             for n, i in enumerate(indexes):
                 offsets[i] = ProducedOffset(PartitionId(partition), Offset(result.base_offset + n))
-        for partition, url in leaders.items():
-            if url is None:
-                continue
+
+        async def there(partition: int, url: str) -> None:
             items = by_partition[partition]
             landed = await self.peers.produce(
                 url, topic_name, partition, [r for _i, r in items], self.image.offset
             )
             for (i, _r), offset in zip(items, landed, strict=True):
                 offsets[i] = ProducedOffset(PartitionId(partition), offset)
+
+        # The partitions are written side by side: each waits for its own replicas.
+        await asyncio.gather(
+            *(here(*args) for args in encoded),
+            *(there(p, url) for p, url in leaders.items() if url is not None),
+        )
         return offsets
 
     async def init_producer(

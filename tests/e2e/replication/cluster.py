@@ -100,16 +100,23 @@ def below(data: bytes, end: int) -> bytes:
 
 
 def read_values(url: str, topic: str) -> tuple[list[str], int]:
-    """Every value of partition 0 read from its leader, and the high watermark reached."""
+    """Every value of partition 0 read from its leader, and the high watermark reached.
+
+    A 421 (the leadership moved meanwhile, as a preferred leader taking it back) is followed to
+    the leader it names, as a client's metadata refresh would."""
     values: list[str] = []
     offset = 0
-    with httpx.Client(base_url=url, timeout=10) as client:
+    moves = 0
+    with httpx.Client(timeout=10) as client:
         while True:
             answer = client.get(
-                f"/topics/{topic}/partitions/0/records",
+                f"{url}/topics/{topic}/partitions/0/records",
                 params={"offset": offset},
                 headers={"accept": "application/vnd.headwater.batches"},
             )
+            if answer.status_code == 421 and answer.json().get("leader_url") and moves < 5:
+                url, moves = answer.json()["leader_url"], moves + 1
+                continue
             answer.raise_for_status()
             if not answer.content:
                 return values, offset

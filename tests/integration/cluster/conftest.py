@@ -47,7 +47,7 @@ def fast_settings(
     url: str,
     session_timeout_ms: int = 800,
     heartbeat_interval_ms: int = 100,
-    controller_lease_ms: int = 1200,
+    controller_lease_ms: int = 2000,
     metadata_poll_ms: int = 50,
 ) -> ClusterSettings:
     """Timeouts short enough for tests that wait them out, long enough that a loaded machine

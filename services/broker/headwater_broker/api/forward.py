@@ -25,7 +25,7 @@ async def at_leader(
     request: Request, broker: Broker, topic: str, partition: int
 ) -> Response | None:
     """None if this broker leads the partition, else the leader's answer to the request."""
-    url = broker.leader_url(topic, partition)
+    url = await broker.find_leader(topic, partition)
     if url is None:
         return None
     if forwarded(request):

@@ -56,6 +56,7 @@ _RECORDS: tuple[type[HeadwaterError], ...] = (
     *_REQUEST,
     *_AUTO_CREATE,
     *models.AT_LEADER,
+    *models.REPLICATED,  # answered with acks=all, as REST Proxy's producer
     MalformedRequestError,
     EmptyProduceError,
     InvalidRecordError,
