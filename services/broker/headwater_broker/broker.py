@@ -79,6 +79,8 @@ from headwater.records.batch import (
     encode_batch,
     iter_batches,
 )
+from headwater.records.compression import DecompressedTooLargeError
+from headwater.records.header import BatchHeader
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.records.validation import validate_records
 from headwater.topic_partition import TopicPartition
@@ -712,7 +714,7 @@ class Broker:
                     "transactions are not supported"
                 )
             if self.settings.validate_records:
-                validate_records(body, pos, header, columnar=self.settings.validate_columnar)
+                self._validate(body, pos, header, plog.config)
             if header.producer_id >= 0:
                 if header.base_sequence < 0:
                     raise InvalidRecordError(
@@ -742,6 +744,28 @@ class Broker:
         metrics.PRODUCE_RECORDS.labels(topic_name).inc(records)
         self._update_offset_metrics(plog)
         return results
+
+    def max_decompressed(self, config: TopicConfig) -> int:
+        """The most one compressed batch's records may decompress to in a topic.
+
+        ``BROKER_MAX_DECOMPRESSED_BYTES``, or the topic's ``max.message.bytes`` where that is
+        larger: a batch never stops being accepted for being sent compressed.
+        """
+        return max(self.settings.max_decompressed_bytes, config.max_message_bytes)
+
+    def _validate(
+        self, body: bytearray, pos: int, header: BatchHeader, config: TopicConfig
+    ) -> None:
+        cap = self.max_decompressed(config)
+        try:
+            validate_records(
+                body, pos, header, max_decompressed=cap, columnar=self.settings.validate_columnar
+            )
+        except DecompressedTooLargeError as exc:
+            raise DecompressedTooLargeError(
+                f"{exc.message} (BROKER_MAX_DECOMPRESSED_BYTES, or the topic's max.message.bytes "
+                "when larger); nothing was appended"
+            ) from None
 
     # --- replication ---------------------------------------------------------------------------
 
@@ -1014,8 +1038,11 @@ class Broker:
         records: list[Record] = []
         buf = data.data
         pos = 0
+        # The cap of ingest again: a batch stored with validation off, or before the cap was
+        # lowered, is refused (40003) rather than inflated whole into this broker's memory.
+        cap = self.max_decompressed(self.partition(topic_name, partition).config)
         while pos < len(buf) and (max_records is None or len(records) < max_records):
-            header, batch_records = decode_batch(buf, pos)
+            header, batch_records = decode_batch(buf, pos, max_decompressed=cap)
             pos += header.size
             records.extend(r for r in batch_records if r.offset >= offset)
         next_offset = data.next_offset
