@@ -893,7 +893,10 @@ class Broker:
         """With BROKER_AUTO_CREATE_TOPICS, an unknown topic is created with the defaults (by the
         controller, wherever it is) before a produce goes on."""
         if not self.is_open:
-            raise ServiceUnavailableError("The broker is not open")
+            raise ServiceUnavailableError(
+                f"Broker {self.broker_id} is closing (shutting down, or another process took its "
+                "id); nothing was written: retry"
+            )
         await self._learn(topic_name)
         if not self.settings.auto_create_topics or self.image.topic(topic_name) is not None:
             return
