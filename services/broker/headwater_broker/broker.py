@@ -96,6 +96,7 @@ from headwater_broker.log.partition import (
     AppendResult,
     FetchData,
     PartitionLog,
+    is_disk_failure,
     partition_dir_name,
 )
 from headwater_broker.peers import Peers
@@ -257,6 +258,8 @@ class Broker:
                 now_ms=self.now_ms,
                 send_isr=self._send_isr,
                 is_active=lambda b: node.image.is_active(b),
+                # A follower's write failing on the disk takes it offline, as a leader's does.
+                on_disk_failure=node.take_storage_offline,
             )
             self.replication.start()
             self.replicas = ReplicaManager(self, node)
@@ -356,10 +359,12 @@ class Broker:
     def ready(self) -> tuple[bool, dict[str, Any]]:
         node = self._node
         active = node is not None and node.image.is_active(self.broker_id, node.broker_epoch)
-        return self.is_open and active, {
+        offline = node is not None and node.storage_offline
+        return self.is_open and active and not offline, {
             "topics": len(self.topics),
             "data_dir": str(self.data_dir),
             "active": active,
+            "storage_offline": offline,
         }
 
     # --- replicas (applied by the replica manager) ---------------------------------------------
@@ -732,7 +737,7 @@ class Broker:
             try:
                 results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
             except StorageError as exc:
-                if isinstance(exc.__cause__, OSError):  # the disk failed, not a closed log
+                if is_disk_failure(exc):
                     self.node.take_storage_offline(exc.message)
                 raise
         else:
