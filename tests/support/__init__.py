@@ -11,7 +11,7 @@ from pathlib import Path
 from headwater_kernel.local_service import ServiceProcess as _ServiceProcess
 from headwater_kernel.local_service import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["ROOT", "ServiceProcess", "free_port", "port_offset_with_free_ports", "unique"]
 
