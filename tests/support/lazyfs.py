@@ -11,14 +11,18 @@ What a crash keeps -- the contract the power-loss tests rely on:
   write through an ``O_SYNC`` / ``O_DSYNC`` descriptor) writes its cached data to the backing
   file. Closing the file does not, and neither does unmounting: cached data lives in this process
   and dies with it, however it exits.
-- **The namespace is not cached.** ``create``, ``mkdir``, ``rename``, ``unlink``, ``rmdir``,
-  ``chmod``, ``chown`` and ``utimens`` are applied to BACKING at once, so they survive a crash
-  without a directory fsync (which is accepted and does nothing). That is weaker than a real
-  power loss, where a new or renamed entry may vanish until its directory is fsynced: a missing
-  directory fsync is not found here. A file created and never fsynced survives a crash empty; a
-  file renamed over another keeps only what was fsynced of it.
-- **The crash** is ``kill -9`` of this process, then an unmount (``LazyMount.crash``): BACKING then
-  holds exactly what was fsynced, and a new mount over it starts from that.
+- **New names wait for their directory's fsync.** A name made by ``create`` or ``mkdir`` (or a
+  rename of such a name) vanishes in a crash, with everything under it, unless the directory
+  holding it was fsynced after; its file's fsynced data goes with it. Names are recorded in
+  ``NewNames``, whose journal beside BACKING survives this process, and the next mount removes
+  them from BACKING before serving it.
+- **Other namespace changes are applied at once.** ``unlink``, ``rmdir``, a ``rename`` of a name
+  that has reached the disk, ``chmod``, ``chown`` and ``utimens`` reach BACKING when made and
+  survive a crash without a directory fsync. A real disk may undo them; that is not modelled
+  (a rename over a synced name can come back as the old file there, here the new name is simply
+  there or, if it was new, gone).
+- **The crash** is ``kill -9`` of this process, then an unmount (``LazyMount.crash``). Mounted
+  again, BACKING holds exactly the fsynced data of the names whose directory was fsynced.
 
 The backing files are written, not fsynced: the machine running the tests keeps its power.
 Every operation holds one lock; this is for correctness tests, not for speed.
@@ -30,6 +34,7 @@ import argparse
 import collections
 import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -102,6 +107,7 @@ class LazyFS:
 
     def __init__(self, backing: Path) -> None:
         self.backing = backing
+        self.new_names = NewNames(journal_of(backing))
         self._lock = threading.Lock()
         self._cached: dict[int, Cached] = {}  # by backing inode: renames keep a file's cache
         self._opened: collections.Counter[int] = collections.Counter()  # open handles by inode
@@ -152,12 +158,18 @@ class LazyFS:
 
     def open(self, path: str, flags: int) -> int:
         with self._lock:
-            return self._opened_fd(os.open(self._full(path), os.O_RDWR | os.O_CLOEXEC), flags)
+            return self._opened_fd(os.open(self._full(path), os.O_RDWR), flags)
 
     def create(self, path: str, mode: int, flags: int) -> int:
         with self._lock:
-            how = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (flags & os.O_EXCL)
-            return self._opened_fd(os.open(self._full(path), how, mode), flags)
+            try:
+                fd = os.open(self._full(path), os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+                self.new_names.add(path)
+            except FileExistsError:
+                if flags & os.O_EXCL:
+                    raise
+                fd = os.open(self._full(path), os.O_RDWR)  # someone else created it meanwhile
+            return self._opened_fd(fd, flags)
 
     def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
         with self._lock:
@@ -203,7 +215,7 @@ class LazyFS:
             self._sync_writes.discard(fh)
             os.close(fh)
 
-    # --- the namespace: applied to the backing directory at once -----------------------------
+    # --- the namespace: applied to the backing directory at once, new names journaled --------
 
     def readdir(self, path: str, fh: int) -> list[str]:
         with self._lock:
@@ -212,16 +224,19 @@ class LazyFS:
     def mkdir(self, path: str, mode: int) -> None:
         with self._lock:
             os.mkdir(self._full(path), mode)
+            self.new_names.add(path)
 
     def rmdir(self, path: str) -> None:
         with self._lock:
             os.rmdir(self._full(path))
+            self.new_names.remove(path)
 
     def unlink(self, path: str) -> None:
         with self._lock:
             st = os.lstat(self._full(path))
             os.unlink(self._full(path))
             self._forget(st)
+            self.new_names.remove(path)
 
     def rename(self, old: str, new: str) -> None:
         with self._lock:
@@ -232,6 +247,7 @@ class LazyFS:
             os.rename(self._full(old), self._full(new))
             if replaced is not None and replaced.st_ino != os.lstat(self._full(new)).st_ino:
                 self._forget(replaced)
+            self.new_names.rename(old, new)
 
     def chmod(self, path: str, mode: int) -> None:
         with self._lock:
@@ -248,13 +264,81 @@ class LazyFS:
             else:
                 os.utime(self._full(path), ns=times)
 
-    def fsyncdir(self, path: str, datasync: int, fh: int) -> None:
-        """Nothing to do: namespace changes reached the backing directory when they were made."""
+    def fsyncdir(self, path: str | None, datasync: int, fh: int) -> None:
+        """The names in ``path`` reach the disk (they are in BACKING already)."""
+        if path is not None:
+            with self._lock:
+                self.new_names.synced(path)
 
     def statfs(self, path: str) -> dict[str, int]:
         sv = os.statvfs(self._full(path))
         names = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree")
         return {name: getattr(sv, name) for name in (*names, "f_favail", "f_flag", "f_namemax")}
+
+
+def journal_of(backing: Path) -> Path:
+    """Where the names not yet on the disk of ``backing`` are listed: beside it, not in it."""
+    return backing.with_name(backing.name + ".new-names")
+
+
+class NewNames:
+    """Names created since the last fsync of their directory, which a crash removes.
+
+    Paths are the mount's (``/topic-0/00000000000000000000.log``). The set is rewritten to the
+    journal on every change, so it outlives a kill -9 of the filesystem; ``recover`` applies it.
+    """
+
+    def __init__(self, journal: Path) -> None:
+        self.journal = journal
+        self.names: set[str] = set()
+
+    def add(self, path: str) -> None:
+        self.names.add(path)
+        self._save()
+
+    def remove(self, path: str) -> None:
+        self._replace({p for p in self.names if _under(p, path)}, set())
+
+    def rename(self, old: str, new: str) -> None:
+        """Names at or under ``old`` are still new as ``new``; a renamed synced name is not."""
+        moved = {p for p in self.names if _under(p, old)}
+        gone = {p for p in self.names if _under(p, new)}
+        self._replace(moved | gone, {new + p[len(old) :] for p in moved})
+
+    def synced(self, directory: str) -> None:
+        self._replace({p for p in self.names if os.path.dirname(p) == directory}, set())
+
+    def _replace(self, drop: set[str], add: set[str]) -> None:
+        if drop or add:
+            self.names = (self.names - drop) | add
+            self._save()
+
+    def _save(self) -> None:
+        # The test machine keeps its power: a rename is enough to never read a torn journal.
+        tmp = self.journal.with_name(self.journal.name + ".tmp")
+        tmp.write_text("".join(f"{name}\n" for name in sorted(self.names)))
+        os.replace(tmp, self.journal)
+
+    @staticmethod
+    def recover(backing: Path) -> list[str]:
+        """Remove from ``backing`` the names its last mount had not made durable; return them."""
+        journal = journal_of(backing)
+        try:
+            names = journal.read_text().split()
+        except FileNotFoundError:
+            return []
+        for name in sorted(names, key=lambda n: n.count("/"), reverse=True):
+            path = backing / name.lstrip("/")
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        journal.unlink()
+        return names
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def unmount(mountpoint: Path) -> None:
@@ -306,12 +390,12 @@ class LazyMount(Closeable, opens_with="mount", closes_with="unmount"):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"lazyfs exited with {self.process.returncode}{self._tail()}")
+                raise RuntimeError(f"lazyfs exited with {self.process.returncode}{self.log_tail()}")
             if os.path.ismount(self.mountpoint):
                 return self
             time.sleep(0.05)
         self.crash()
-        raise RuntimeError(f"lazyfs did not mount {self.mountpoint} in {timeout}s{self._tail()}")
+        raise RuntimeError(f"lazyfs did not mount {self.mountpoint} in {timeout}s{self.log_tail()}")
 
     def crash(self) -> None:
         """Power loss: kill -9 the process, then detach the mountpoint."""
@@ -328,7 +412,7 @@ class LazyMount(Closeable, opens_with="mount", closes_with="unmount"):
             except subprocess.TimeoutExpired:
                 self.crash()
 
-    def _tail(self) -> str:
+    def log_tail(self) -> str:
         if self.log_path and self.log_path.exists():
             return "\n" + self.log_path.read_text(errors="replace")[-3000:]
         return ""
@@ -343,6 +427,8 @@ def main(argv: list[str] | None = None) -> None:
     # Here, not at the top: importing it loads libfuse, which the tests' own process may lack.
     import mfusepy  # type: ignore[import-untyped]  # ctypes bindings without type information
 
+    for name in NewNames.recover(args.backing):
+        print(f"lazyfs: {name} was never made durable by a directory fsync: removed", flush=True)
     mfusepy.FUSE(
         LazyFS(args.backing.resolve()),
         str(args.mountpoint),

@@ -1,5 +1,6 @@
-"""The power-loss filesystem (tests/support/lazyfs.py) as a user of it relies on: what a crash
-keeps is exactly what was fsynced, file by file, while reads before it see everything written."""
+"""The power-loss filesystem (tests/support/lazyfs.py) as its users rely on it: a crash keeps the
+fsynced data of the names whose directory was fsynced, and nothing else, while reads before the
+crash see everything written."""
 
 from __future__ import annotations
 
@@ -20,14 +21,29 @@ def lazy(tmp_path: Path) -> Iterator[LazyMount]:
         yield mount
 
 
-def write(path: Path, data: bytes, *, at: int | None = None, sync: bool = False) -> None:
+def write(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Append ``data`` to ``path`` (created if missing), fsynced if ``sync``."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.pwrite(fd, data, os.fstat(fd).st_size if at is None else at)
+        os.pwrite(fd, data, os.fstat(fd).st_size)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_file(path: Path, data: bytes) -> None:
+    """A file with ``data`` that a crash keeps: its data and its directory fsynced."""
+    write(path, data, sync=True)
+    fsync_dir(path.parent)
 
 
 def power_cycle(lazy: LazyMount) -> None:
@@ -37,25 +53,39 @@ def power_cycle(lazy: LazyMount) -> None:
 
 def test_an_unsynced_write_is_read_back_but_gone_after_a_crash(lazy: LazyMount) -> None:
     file = lazy.mountpoint / "log"
+    durable_file(file, b"")
     write(file, b"not synced")
     assert file.read_bytes() == b"not synced"
     assert file.stat().st_size == 10
     assert (lazy.backing / "log").read_bytes() == b""
     power_cycle(lazy)
-    # The name was created at once (the namespace is not cached); the data was not synced.
     assert file.read_bytes() == b""
 
 
 def test_a_synced_write_survives_a_crash(lazy: LazyMount) -> None:
     file = lazy.mountpoint / "log"
-    write(file, b"synced", sync=True)
+    durable_file(file, b"synced")
     power_cycle(lazy)
     assert file.read_bytes() == b"synced"
 
 
+def test_a_new_name_survives_only_once_its_directory_is_fsynced(lazy: LazyMount) -> None:
+    kept = lazy.mountpoint / "kept"
+    kept.mkdir()
+    fsync_dir(lazy.mountpoint)
+    (kept / "dir").mkdir()
+    durable_file(kept / "dir" / "file", b"data")  # durable in dir, but dir is not in kept
+    write(kept / "file", b"data", sync=True)  # its data synced, its name not
+    power_cycle(lazy)
+    assert [p.name for p in lazy.mountpoint.iterdir()] == ["kept"]
+    assert list(kept.iterdir()) == []
+    assert "/kept/file was never made durable by a directory fsync" in lazy.log_tail()
+
+
 def test_a_crash_keeps_what_was_synced_and_nothing_after(lazy: LazyMount) -> None:
     log, other = lazy.mountpoint / "log", lazy.mountpoint / "other"
-    write(log, b"first,", sync=True)
+    durable_file(log, b"first,")
+    durable_file(other, b"")
     write(log, b"second,")
     write(other, b"other file")
     fd = os.open(other, os.O_RDONLY)
@@ -84,7 +114,7 @@ def cut_and_write(path: Path, *, sync: bool) -> None:
 
 def test_a_truncate_is_cached_like_a_write(lazy: LazyMount) -> None:
     file = lazy.mountpoint / "log"
-    write(file, b"abcdef", sync=True)
+    durable_file(file, b"abcdef")
     cut_and_write(file, sync=False)
     assert file.read_bytes() == b"ab\0\0XY"
     power_cycle(lazy)
@@ -94,26 +124,32 @@ def test_a_truncate_is_cached_like_a_write(lazy: LazyMount) -> None:
     assert file.read_bytes() == b"ab\0\0XY"
 
 
-def test_rename_is_applied_at_once_and_carries_only_synced_data(lazy: LazyMount) -> None:
-    target = lazy.mountpoint / "checkpoint"
-    write(target, b"old", sync=True)
-    tmp = lazy.mountpoint / "checkpoint.tmp"
+def test_replacing_a_file_keeps_what_was_synced_of_it(lazy: LazyMount) -> None:
+    target, tmp = lazy.mountpoint / "checkpoint", lazy.mountpoint / "checkpoint.tmp"
+    durable_file(target, b"old")
     write(tmp, b"new", sync=True)
     os.replace(tmp, target)
+    fsync_dir(lazy.mountpoint)
     power_cycle(lazy)
     assert target.read_bytes() == b"new"
-    # The same replace without the file's fsync: the rename survives, its data does not.
+    # Without the new file's fsync the name survives, its data does not.
     write(tmp, b"newer")
     os.replace(tmp, target)
+    fsync_dir(lazy.mountpoint)
     assert target.read_bytes() == b"newer"
     power_cycle(lazy)
     assert sorted(p.name for p in lazy.mountpoint.iterdir()) == ["checkpoint"]
     assert target.read_bytes() == b""
+    # Without the directory's fsync the name the new file took is not durable: it goes.
+    write(tmp, b"newest", sync=True)
+    os.replace(tmp, target)
+    power_cycle(lazy)
+    assert list(lazy.mountpoint.iterdir()) == []
 
 
 def test_an_unmount_drops_unsynced_data_too(lazy: LazyMount) -> None:
     file = lazy.mountpoint / "log"
-    write(file, b"synced,", sync=True)
+    durable_file(file, b"synced,")
     write(file, b"unsynced")
     lazy.unmount()
     lazy.mount()
