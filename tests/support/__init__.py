@@ -1,4 +1,7 @@
-"""Test support: real service processes on loopback ports, unique names, shared by every suite."""
+"""Test support: real service processes on loopback ports, unique names, shared by every suite.
+
+``tests.support.lazyfs`` adds a filesystem that loses unsynced writes, for power-loss tests.
+"""
 
 from __future__ import annotations
 
