@@ -182,6 +182,8 @@ class PartitionLog:
             plog.segments.append(
                 Segment.open_closed(directory, base, next_base, config.index_interval_bytes)
             )
+        # A new first segment's name is made durable by the leader-epoch checkpoint's first
+        # write (rename, then fsync of this directory), which precedes the first append.
         active, active_headers = Segment.recover_active(
             directory, bases[-1], config.index_interval_bytes
         )
