@@ -8,7 +8,7 @@ back to a default. Values may be given as strings (as in a properties file) or a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +52,12 @@ def _optional_str(key: str, raw: object) -> str | None:
     return _str(key, raw) or None
 
 
-def _servers(key: str, raw: object) -> tuple[str, ...]:
-    items = raw.split(",") if isinstance(raw, str) else raw
-    if not isinstance(items, list | tuple):
-        raise ValueError(f"{key}: expected comma-separated broker URLs, got {raw!r}")
+def broker_urls(items: Iterable[object]) -> tuple[str, ...]:
+    """Broker URLs as users write them (``host:port`` is ``http://host:port``), blanks skipped and
+    trailing slashes cut; ValueError for an item that is no http(s) URL, or for none at all.
+
+    ``bootstrap.servers`` here, and the Spark format's ``kafka.bootstrap.servers``, read by it.
+    """
     urls = []
     for item in items:
         url = str(item).strip().rstrip("/")
@@ -64,11 +66,21 @@ def _servers(key: str, raw: object) -> tuple[str, ...]:
         if "://" not in url:
             url = f"http://{url}"  # Kafka users write host:port
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{key}: {item!r} is not an http(s) URL or host:port")
+            raise ValueError(f"{item!r} is not an http(s) URL or host:port")
         urls.append(url)
     if not urls:
-        raise ValueError(f"{key}: at least one broker URL is required")
+        raise ValueError("at least one broker URL is required")
     return tuple(urls)
+
+
+def _servers(key: str, raw: object) -> tuple[str, ...]:
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"{key}: expected comma-separated broker URLs, got {raw!r}")
+    try:
+        return broker_urls(items)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def _acks(key: str, raw: object) -> int:
