@@ -50,13 +50,7 @@ class AdminClient(Closeable):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.config = AdminConfig.from_dict(config or {})
-        self._cluster = ClusterClient(
-            self.config.bootstrap_servers,
-            timeout=self.config.request_timeout_ms / 1000,
-            transport=transport,
-            client_id=self.config.client_id,
-            retry_backoff_ms=self.config.retry_backoff_ms,
-        )
+        self._cluster = ClusterClient.of_client(self.config, transport=transport)
 
     def describe_cluster(self) -> ClusterDescription | None:
         """The cluster id, controller and brokers (``GET /cluster``); None from brokers that

@@ -18,7 +18,7 @@ import pytest
 from headwater.records import encode_batch
 from headwater_broker.app import create_app
 from headwater_broker.settings import BrokerSettings
-from tests.integration.broker.test_produce import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
+from tests.integration.broker.in_process import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
 from tests.openapi_document import check_answer, check_document, documented_errors
 
 pytestmark = pytest.mark.anyio

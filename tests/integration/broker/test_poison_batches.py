@@ -13,24 +13,12 @@ import pytest
 from headwater.records import Compression, encode_batch
 from headwater.records.encoder import RecordTuple
 from headwater.records.varint import encode_varint
-from tests.integration.broker.test_produce import (
-    BATCHES,
-    KAFKA_BINARY,
-    KAFKA_JSON,
-    broker,
-    end_offsets,
-    make_topic,
-    post_batches,
-)
+from tests.integration.broker.in_process import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
+from tests.integration.broker.test_produce import end_offsets, make_topic, post_batches
 from tests.unit.headwater.records.test_compression import BOMB_SIZE, bomb
 from tests.unit.headwater.records.test_validation import record, seal
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 PLAIN = encode_batch([(None, b'"plain"', [])] * 3)[61:]
