@@ -108,9 +108,13 @@ class Cluster:
         return []
 
     def leaders(self, topic: str, via: int = 0) -> dict[int, int]:
-        """Partition -> leader broker id, as broker ``via`` describes ``topic``."""
-        body = httpx.get(f"{self.url(via)}/topics/{topic}", timeout=10).json()
-        return {p["partition"]: p["leader"] for p in body["partitions"]}
+        """Partition -> leader broker id, as broker ``via`` describes ``topic`` ({} while it
+        does not know the topic: between a delete and a create of the same name, say)."""
+        answer = httpx.get(f"{self.url(via)}/topics/{topic}", timeout=10)
+        if answer.status_code == 404:
+            return {}
+        answer.raise_for_status()
+        return {p["partition"]: p["leader"] for p in answer.json()["partitions"]}
 
     def stop(self) -> None:
         for process in self.processes:
