@@ -72,7 +72,9 @@ async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> Asyn
     port = sock.getsockname()[1]
     # log_config=None and no log_level: uvicorn leaves the process's logging as the tests set it
     # (its defaults would stop "uvicorn" propagating and raise "uvicorn.error" to WARNING).
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
+    # A long poll whose follower went away is still parked when the test ends: do not wait it out.
+    config = uvicorn.Config(app, log_config=None, lifespan="off", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         for _ in range(200):
@@ -119,7 +121,11 @@ async def test_a_fetcher_copies_every_partition_and_drives_acks_all(tmp_path: Pa
             leader_id=1,
             leader_url=url,
             now_ms=lambda: NOW,
-            max_wait_ms=2000,
+            # Longer than the test waits for an answer: each acks=all append below is answered
+            # only if its append answers the parked fetch and the follower's next fetch, sent
+            # as soon as it applied the batch, moves the high watermark -- not the long poll's
+            # timer.
+            max_wait_ms=30_000,
         )
         fetcher.add(followers[0])
         fetcher.start()

@@ -64,6 +64,7 @@ class LeaderLink:
                     f"content-length: {len(body)}\r\n\r\n"
                 )
                 writer.write(head.encode("latin-1") + body)
+                await writer.drain()
                 status, answer, keep_alive = await self._read_answer(reader)
             done = True
         except TimeoutError:
