@@ -2,6 +2,9 @@
 
 ``list_topics()`` answers as confluent-kafka's does (a ``ClusterMetadata``); topics are created
 and changed one at a time (``create_topic``, not confluent-kafka's ``create_topics([NewTopic])``).
+Partition reassignment, which confluent-kafka does not have, takes the names and shapes of Kafka's
+Java AdminClient (``alter_partition_reassignments``, ``list_partition_reassignments``), answered
+at once rather than as futures.
 
 Topic admin goes to any broker of the cluster (the broker forwards it to the controller);
 offsets go to the partition's leader. Both move on to another broker when one does not answer
@@ -11,13 +14,14 @@ and retry the retriable answers (no controller or leader right now, 503) until
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import httpx
 
 from headwater.client.broker import (
     ClusterDescription,
     PartitionOffsets,
+    PartitionReassignment,
     TimestampOffset,
     TopicDescription,
 )
@@ -25,10 +29,12 @@ from headwater.client.cluster import ClusterClient
 from headwater.closeable import Closeable
 from headwater.cluster_metadata import ClusterMetadata, describe_cluster
 from headwater.config import AdminConfig
+from headwater.topic_partition import TopicPartition
 
 
 class AdminClient(Closeable):
-    """Creates, describes, alters, grows and deletes topics, and reads partition offsets.
+    """Creates, describes, alters, grows and deletes topics, moves partitions to new replicas,
+    and reads partition offsets.
 
     Each method is one request to a broker of the cluster, retried on another broker after a
     connection error (for a request that changes something, only when it cannot have been
@@ -44,13 +50,7 @@ class AdminClient(Closeable):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.config = AdminConfig.from_dict(config or {})
-        self._cluster = ClusterClient(
-            self.config.bootstrap_servers,
-            timeout=self.config.request_timeout_ms / 1000,
-            transport=transport,
-            client_id=self.config.client_id,
-            retry_backoff_ms=self.config.retry_backoff_ms,
-        )
+        self._cluster = ClusterClient.of_client(self.config, transport=transport)
 
     def describe_cluster(self) -> ClusterDescription | None:
         """The cluster id, controller and brokers (``GET /cluster``); None from brokers that
@@ -102,6 +102,54 @@ class AdminClient(Closeable):
         described = self._cluster.call_any(lambda b: b.create_partitions(name, count), resend=False)
         self._cluster.invalidate(name)
         return described
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """Move each partition to its new replica list (broker ids, the first the preferred
+        leader), or with ``None`` cancel the move in progress, as Kafka's
+        ``alterPartitionReassignments`` with ``Optional.empty()``; the state of each once its
+        move started.
+
+        A move adds the new replicas, which catch up and join the ISR; then the list switches
+        and the others delete their copies. Cancelling reassigns to
+        :attr:`PartitionReassignment.original_replicas`: the added replicas leave (a ``None``
+        for a partition with no move in progress sends nothing). One request per partition, in
+        the mapping's order; the first refusal raises (``InvalidReplicaAssignmentError`` for
+        an empty list or unknown or repeated brokers, ``TopicNotFoundError``,
+        ``PartitionNotFoundError``) and the moves started before it go on.
+        """
+        states: dict[TopicPartition, PartitionReassignment] = {}
+        for tp, replicas in reassignments.items():
+            states[tp] = self._reassign(tp.topic, tp.partition, replicas)
+        return states
+
+    def _reassign(
+        self, topic: str, partition: int, replicas: Sequence[int] | None
+    ) -> PartitionReassignment:
+        if replicas is None:
+            now = self._reassignment(topic, partition)
+            if not now.in_progress:
+                return now
+            replicas = now.original_replicas
+        target = list(replicas)
+        # Re-sent after a lost answer, the same list is the same move (or no change): safe.
+        state = self._cluster.call_any(lambda b: b.reassign_partition(topic, partition, target))
+        self._cluster.invalidate(topic)
+        return state
+
+    def _reassignment(self, topic: str, partition: int) -> PartitionReassignment:
+        return self._cluster.call_any(lambda b: b.partition_reassignment(topic, partition))
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The replicas and reassignment state of each of ``partitions`` (one request each).
+
+        Unlike Kafka's ``listPartitionReassignments``, every partition asked is answered, moving
+        or not: filter on ``in_progress`` for the moves alone.
+        """
+        return {tp: self._reassignment(tp.topic, tp.partition) for tp in partitions}
 
     def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         """The partition's beginning (log start) and end (next to be written) offsets."""

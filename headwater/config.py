@@ -8,8 +8,8 @@ back to a default. Values may be given as strings (as in a properties file) or a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from headwater.records.compression import Compression
@@ -52,10 +52,12 @@ def _optional_str(key: str, raw: object) -> str | None:
     return _str(key, raw) or None
 
 
-def _servers(key: str, raw: object) -> tuple[str, ...]:
-    items = raw.split(",") if isinstance(raw, str) else raw
-    if not isinstance(items, list | tuple):
-        raise ValueError(f"{key}: expected comma-separated broker URLs, got {raw!r}")
+def broker_urls(items: Iterable[object]) -> tuple[str, ...]:
+    """Broker URLs as users write them (``host:port`` is ``http://host:port``), blanks skipped and
+    trailing slashes cut; ValueError for an item that is no http(s) URL, or for none at all.
+
+    ``bootstrap.servers`` here, and the Spark format's ``kafka.bootstrap.servers``, read by it.
+    """
     urls = []
     for item in items:
         url = str(item).strip().rstrip("/")
@@ -64,11 +66,21 @@ def _servers(key: str, raw: object) -> tuple[str, ...]:
         if "://" not in url:
             url = f"http://{url}"  # Kafka users write host:port
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{key}: {item!r} is not an http(s) URL or host:port")
+            raise ValueError(f"{item!r} is not an http(s) URL or host:port")
         urls.append(url)
     if not urls:
-        raise ValueError(f"{key}: at least one broker URL is required")
+        raise ValueError("at least one broker URL is required")
     return tuple(urls)
+
+
+def _servers(key: str, raw: object) -> tuple[str, ...]:
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"{key}: expected comma-separated broker URLs, got {raw!r}")
+    try:
+        return broker_urls(items)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def _acks(key: str, raw: object) -> int:
@@ -138,6 +150,22 @@ def parse_config(config: Mapping[str, object]) -> dict[str, Any]:
     return {key: parser(key, config.get(key, default)) for key, (parser, default) in _KEYS.items()}
 
 
+# A setting's attribute is its key with dots as underscores (``retry.backoff.ms``:
+# ``retry_backoff_ms``), but for these.
+_ATTRIBUTE_KEYS = {
+    "compression": "compression.type",
+    "max_in_flight": "max.in.flight.requests.per.connection",
+}
+
+
+def _fields(config_class: type[Any], parsed: Mapping[str, Any], **computed: Any) -> dict[str, Any]:
+    """The arguments of a settings dataclass: each field's parsed key, or its ``computed`` value."""
+    keys = {
+        f.name: _ATTRIBUTE_KEYS.get(f.name, f.name.replace("_", ".")) for f in fields(config_class)
+    }
+    return {name: parsed[key] for name, key in keys.items()} | computed
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerConfig:
     """A producer's settings.
@@ -178,23 +206,7 @@ class ProducerConfig:
             raise ValueError(
                 "max.in.flight.requests.per.connection: at most 5 with enable.idempotence"
             )
-        return cls(
-            bootstrap_servers=v["bootstrap.servers"],
-            client_id=v["client.id"],
-            acks=v["acks"],
-            linger_ms=v["linger.ms"],
-            batch_size=v["batch.size"],
-            compression=v["compression.type"],
-            retries=v["retries"],
-            retry_backoff_ms=v["retry.backoff.ms"],
-            delivery_timeout_ms=v["delivery.timeout.ms"],
-            request_timeout_ms=v["request.timeout.ms"],
-            enable_idempotence=idempotence,
-            max_in_flight=v["max.in.flight.requests.per.connection"],
-            buffer_memory=v["buffer.memory"],
-            max_block_ms=v["max.block.ms"],
-            metadata_max_age_ms=v["metadata.max.age.ms"],
-        )
+        return cls(**_fields(cls, v, enable_idempotence=idempotence))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,24 +231,7 @@ class ConsumerConfig:
 
     @classmethod
     def from_dict(cls, config: Mapping[str, object]) -> ConsumerConfig:
-        v = parse_config(config)
-        return cls(
-            bootstrap_servers=v["bootstrap.servers"],
-            client_id=v["client.id"],
-            request_timeout_ms=v["request.timeout.ms"],
-            retry_backoff_ms=v["retry.backoff.ms"],
-            group_id=v["group.id"],
-            auto_offset_reset=v["auto.offset.reset"],
-            enable_auto_commit=v["enable.auto.commit"],
-            auto_commit_interval_ms=v["auto.commit.interval.ms"],
-            fetch_max_bytes=v["fetch.max.bytes"],
-            max_partition_fetch_bytes=v["max.partition.fetch.bytes"],
-            fetch_max_wait_ms=v["fetch.max.wait.ms"],
-            max_poll_records=v["max.poll.records"],
-            session_timeout_ms=v["session.timeout.ms"],
-            heartbeat_interval_ms=v["heartbeat.interval.ms"],
-            coordinator_url=v["coordinator.url"],
-        )
+        return cls(**_fields(cls, parse_config(config)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,10 +245,4 @@ class AdminConfig:
 
     @classmethod
     def from_dict(cls, config: Mapping[str, object]) -> AdminConfig:
-        v = parse_config(config)
-        return cls(
-            bootstrap_servers=v["bootstrap.servers"],
-            client_id=v["client.id"],
-            request_timeout_ms=v["request.timeout.ms"],
-            retry_backoff_ms=v["retry.backoff.ms"],
-        )
+        return cls(**_fields(cls, parse_config(config)))

@@ -97,13 +97,7 @@ class Consumer(Closeable):
     ) -> None:
         self.config = ConsumerConfig.from_dict(config or {})
         cfg = self.config
-        self._servers = ClusterClient(
-            cfg.bootstrap_servers,
-            timeout=cfg.request_timeout_ms / 1000,
-            transport=transport,
-            client_id=cfg.client_id,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-        )
+        self._servers = ClusterClient.of_client(cfg, transport=transport)
         self._held_until: dict[TopicPartition, float] = {}  # partitions backing off after errors
         self._assignment: list[TopicPartition] = []
         self._paused: set[TopicPartition] = set()

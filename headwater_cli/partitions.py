@@ -6,40 +6,11 @@ from __future__ import annotations
 import argparse
 import time
 from typing import Any
-from urllib.parse import quote
 
-import httpx
-import orjson
-
-from headwater.errors import BROKER
+from headwater.admin import AdminClient
+from headwater.client.broker import PartitionReassignment
+from headwater.topic_partition import TopicPartition
 from headwater_cli.topics import add_bootstrap_argument, report
-
-
-def call(
-    bootstrap: str, method: str, path: str, body: Any = None, timeout_s: float = 30.0
-) -> dict[str, Any]:
-    """One request to the first bootstrap server that answers (any broker can: admin is relayed
-    to the controller); an error answer raises its typed error."""
-    urls = [u.strip().rstrip("/") for u in bootstrap.split(",") if u.strip()]
-    last: httpx.TransportError | None = None
-    for url in urls:
-        try:
-            answer = httpx.request(method, f"{url}{path}", json=body, timeout=timeout_s)
-        except httpx.TransportError as exc:
-            last = exc
-            continue
-        parsed = orjson.loads(answer.content)
-        if answer.status_code >= 400:
-            raise BROKER.from_body(answer.status_code, parsed)
-        result: dict[str, Any] = parsed
-        return result
-    if last is None:
-        raise ValueError("no bootstrap server given")
-    raise last
-
-
-def _path(topic: str, partition: int) -> str:
-    return f"/topics/{quote(topic, safe='')}/partitions/{partition}/reassignment"
 
 
 def parse_replicas(text: str) -> list[int]:
@@ -53,39 +24,41 @@ def parse_replicas(text: str) -> list[int]:
     return ids
 
 
-def _ids(values: list[int]) -> str:
+def _ids(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values)) or "-"
 
 
-def show(state: dict[str, Any]) -> None:
-    where = f"{state['topic']}-{state['partition']}"
-    status = "in progress" if state["in_progress"] else "none in progress"
+def show(state: PartitionReassignment) -> None:
+    where = f"{state.topic}-{state.partition}"
+    status = "in progress" if state.in_progress else "none in progress"
     print(f"Partition: {where}\tReassignment: {status}")
     print(
-        f"  replicas={_ids(state['replicas'])} target={_ids(state['target_replicas'])} "
-        f"adding={_ids(state['adding'])} removing={_ids(state['removing'])}"
+        f"  replicas={_ids(state.replicas)} target={_ids(state.target_replicas)} "
+        f"adding={_ids(state.adding_replicas)} removing={_ids(state.removing_replicas)}"
     )
-    print(
-        f"  isr={_ids(state['isr'])} leader={state['leader']} "
-        f"partition_epoch={state['partition_epoch']}"
-    )
+    print(f"  isr={_ids(state.isr)} leader={state.leader} partition_epoch={state.partition_epoch}")
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return AdminClient({"bootstrap.servers": args.bootstrap_server})
 
 
 def run_reassign(args: argparse.Namespace) -> int:
     def body() -> int:
         replicas = parse_replicas(args.replicas)
-        path = _path(args.topic, args.partition)
-        state = call(args.bootstrap_server, "POST", path, {"replicas": replicas})
-        show(state)
-        if not args.wait:
-            return 0
-        deadline = time.monotonic() + args.wait_timeout
-        while state["in_progress"]:
-            if time.monotonic() > deadline:
-                print(f"Still in progress after {args.wait_timeout:g}s")
-                return 1
-            time.sleep(0.5)
-            state = call(args.bootstrap_server, "GET", path)
+        tp = TopicPartition(args.topic, args.partition)
+        with _admin(args) as admin:
+            state = admin.alter_partition_reassignments({tp: replicas})[tp]
+            show(state)
+            if not args.wait:
+                return 0
+            deadline = time.monotonic() + args.wait_timeout
+            while state.in_progress:
+                if time.monotonic() > deadline:
+                    print(f"Still in progress after {args.wait_timeout:g}s")
+                    return 1
+                time.sleep(0.5)
+                state = admin.list_partition_reassignments([tp])[tp]
         show(state)
         return 0
 
@@ -94,7 +67,9 @@ def run_reassign(args: argparse.Namespace) -> int:
 
 def run_reassignment(args: argparse.Namespace) -> int:
     def body() -> int:
-        show(call(args.bootstrap_server, "GET", _path(args.topic, args.partition)))
+        tp = TopicPartition(args.topic, args.partition)
+        with _admin(args) as admin:
+            show(admin.list_partition_reassignments([tp])[tp])
         return 0
 
     return report("partitions reassignment", body, args)

@@ -1,7 +1,7 @@
 """Fixtures shared by every suite: real Redis, PostgreSQL and broker processes, isolated per run;
 and what a test needs from the machine.
 
-A test that needs Redis, PostgreSQL, Java (Spark) or docker-compose says so, with the
+A test that needs Redis, PostgreSQL, Java (Spark), root, FUSE or docker-compose says so, with the
 ``needs(...)`` marker or by calling ``require`` (the ``redis_url``, ``redis_prefix`` and
 ``postgres_url`` fixtures do; the ``spark`` marker implies ``needs("java")``). On a laptop
 without it the test is skipped, with the reason; when ``CI=true`` it fails instead, since
@@ -36,6 +36,16 @@ def _on_path(program: str) -> Callable[[], bool]:
     return lambda: shutil.which(program) is not None
 
 
+def _fuse_available() -> bool:
+    import ctypes.util
+
+    return (
+        os.path.exists("/dev/fuse")
+        and shutil.which("fusermount3") is not None
+        and ctypes.util.find_library("fuse3") is not None
+    )
+
+
 # What a test may need: how to tell it is here, and what to do when it is not.
 NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     "redis": (
@@ -52,7 +62,12 @@ NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     ),
     "root": (
         lambda: os.geteuid() == 0,
-        "not running as root (mounting a size-limited tmpfs needs root; CI runs as root)",
+        "not running as root (mounting a tmpfs or a FUSE filesystem needs root; CI runs as root)",
+    ),
+    "fuse": (
+        _fuse_available,
+        "no FUSE: tests/support/lazyfs.py needs /dev/fuse, fusermount3 and libfuse3"
+        " (apt-get install fuse3 libfuse3-3)",
     ),
     "docker-compose": (
         _on_path("docker-compose"),

@@ -142,6 +142,57 @@ class ClusterDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition's replicas and the move under way, if any
+    (``GET /topics/{t}/partitions/{p}/reassignment``).
+
+    As Kafka's ``PartitionReassignment``: ``replicas`` is the current list -- during a move, the
+    targets followed by the replicas being removed -- with ``adding_replicas`` (targets catching
+    up) and ``removing_replicas`` (replicas that leave once every target is in sync).
+    ``target_replicas`` is the list once the move completes; ``in_progress`` is False when
+    nothing moves (then ``replicas == target_replicas``). ``leader`` is -1 while the partition
+    has none.
+    """
+
+    topic: str
+    partition: PartitionId
+    in_progress: bool
+    replicas: tuple[BrokerId, ...]
+    target_replicas: tuple[BrokerId, ...]
+    adding_replicas: tuple[BrokerId, ...]
+    removing_replicas: tuple[BrokerId, ...]
+    isr: tuple[BrokerId, ...]
+    leader: BrokerId
+    leader_epoch: int
+    partition_epoch: int
+
+    @property
+    def original_replicas(self) -> tuple[BrokerId, ...]:
+        """The replicas before the move, as the partition lists them now (those not being
+        added); reassigning to them cancels the move."""
+        return tuple(b for b in self.replicas if b not in self.adding_replicas)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> PartitionReassignment:
+        def ids(key: str) -> tuple[BrokerId, ...]:
+            return tuple(BrokerId(int(b)) for b in body.get(key, ()))
+
+        return cls(
+            topic=str(body["topic"]),
+            partition=PartitionId(int(body["partition"])),
+            in_progress=bool(body["in_progress"]),
+            replicas=ids("replicas"),
+            target_replicas=ids("target_replicas"),
+            adding_replicas=ids("adding"),
+            removing_replicas=ids("removing"),
+            isr=ids("isr"),
+            leader=BrokerId(int(body.get("leader", -1))),
+            leader_epoch=int(body.get("leader_epoch", -1)),
+            partition_epoch=int(body.get("partition_epoch", -1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionOffsets:
     beginning_offset: Offset
     end_offset: Offset
@@ -349,6 +400,20 @@ class BrokerClient(Closeable):
     def describe_partition(self, topic: str, partition: int) -> PartitionDescription:
         path = f"{self._topic_path(topic)}/partitions/{partition}"
         return PartitionDescription.from_json(self._request("GET", path).json())
+
+    def reassign_partition(
+        self, topic: str, partition: int, replicas: Sequence[int]
+    ) -> PartitionReassignment:
+        """Start moving a partition to ``replicas`` (the replicas of before cancel a move);
+        answered once the controller started it."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/reassignment"
+        body = {"replicas": [int(b) for b in replicas]}
+        return PartitionReassignment.from_json(self._request("POST", path, json=body).json())
+
+    def partition_reassignment(self, topic: str, partition: int) -> PartitionReassignment:
+        """A partition's replicas and the move in progress, from this broker's metadata."""
+        path = f"{self._topic_path(topic)}/partitions/{partition}/reassignment"
+        return PartitionReassignment.from_json(self._request("GET", path).json())
 
     def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         """The partition's log start offset and end offset (the next offset to be written)."""

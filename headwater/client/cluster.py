@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -85,6 +85,20 @@ _RETRIABLE_CONFLICTS = (
 UNREACHABLE_FOR_S = 2.0
 # The longest wait a Retry-After may impose between two attempts.
 MAX_RETRY_AFTER_S = 5.0
+
+
+class ClientSettings(Protocol):
+    """What a client's settings tell its cluster client (``ProducerConfig``, ``ConsumerConfig``,
+    ``AdminConfig`` of :mod:`headwater.config`)."""
+
+    @property
+    def bootstrap_servers(self) -> tuple[str, ...]: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def request_timeout_ms(self) -> int: ...
+    @property
+    def retry_backoff_ms(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -139,6 +153,24 @@ class ClusterClient(Closeable):
         self._cluster_stale = True
         self._topics: dict[str, _TopicEntry] = {}
         self._closed = False
+
+    @classmethod
+    def of_client(
+        cls,
+        settings: ClientSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        max_connections: int = 16,
+    ) -> ClusterClient:
+        """The cluster client of a producer, consumer or admin client with these settings."""
+        return cls(
+            settings.bootstrap_servers,
+            timeout=settings.request_timeout_ms / 1000,
+            transport=transport,
+            client_id=settings.client_id,
+            max_connections=max_connections,
+            retry_backoff_ms=settings.retry_backoff_ms,
+        )
 
     # -- brokers ------------------------------------------------------------------------------
 

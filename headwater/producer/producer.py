@@ -64,13 +64,8 @@ class Producer(RecordAccumulator, Closeable):
     ) -> None:
         self.config = ProducerConfig.from_dict(config or {})
         cfg = self.config
-        self._servers = ClusterClient(
-            cfg.bootstrap_servers,
-            timeout=cfg.request_timeout_ms / 1000,
-            transport=transport,
-            client_id=cfg.client_id,
-            max_connections=max(cfg.max_in_flight, 2) * 2,
-            retry_backoff_ms=cfg.retry_backoff_ms,
+        self._servers = ClusterClient.of_client(
+            cfg, transport=transport, max_connections=max(cfg.max_in_flight, 2) * 2
         )
         metadata = PartitionCounts(self._servers, cfg.metadata_max_age_ms)
         super().__init__(cfg, metadata)

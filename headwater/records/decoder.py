@@ -55,22 +55,29 @@ class DecodedBatch(NamedTuple, Generic[T]):
     records: list[T]
 
 
-def decode_batch(buf: Buffer, pos: int = 0) -> DecodedBatch[Record]:
+def decode_batch(
+    buf: Buffer, pos: int = 0, *, max_decompressed: int | None = None
+) -> DecodedBatch[Record]:
     """Decode the batch at ``buf[pos:]``: its header and records with absolute offsets/timestamps.
 
-    The CRC is verified and the records section decompressed. For LogAppendTime batches every
-    record reports the batch's maxTimestamp, as Kafka's readers do.
+    The CRC is verified and the records section decompressed: a section that decompresses to
+    more than ``max_decompressed`` bytes raises DecompressedTooLargeError (a CorruptRecordError)
+    without being decompressed further (None: no cap, for batches a broker accepted under its
+    own). For LogAppendTime batches every record reports the batch's maxTimestamp, as Kafka's
+    readers do.
     """
-    return decode_batch_as(buf, pos, Record)
+    return decode_batch_as(buf, pos, Record, max_decompressed=max_decompressed)
 
 
-def decode_batch_as(buf: Buffer, pos: int, factory: RecordFactory[T]) -> DecodedBatch[T]:
+def decode_batch_as(
+    buf: Buffer, pos: int, factory: RecordFactory[T], *, max_decompressed: int | None = None
+) -> DecodedBatch[T]:
     """:func:`decode_batch`, building each record as ``factory(offset, timestamp, key, value,
     headers)``: a consumer makes its own record type directly instead of converting Records."""
     header = check_batch(buf, pos, True)
     section: bytes = bytes(buf[pos + HEADER_SIZE : pos + header.size])
     if header.attributes & CODEC_MASK:
-        section = decompress(header.attributes & CODEC_MASK, section)
+        section = decompress(header.attributes & CODEC_MASK, section, max_decompressed)
     log_append = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_BIT else None
     plain = plain_values(section, header.records_count)
     if plain is not None:

@@ -9,6 +9,10 @@ it, so whatever it accepts ``decoder.py`` reads back. Checked per record (layout
 record, the header count is not negative and each header has a key; and the batch holds exactly
 ``recordsCount`` records and nothing after them.
 
+A compressed section is decompressed under a cap (``max_decompressed``): a few kilobytes of gzip
+can inflate to gigabytes, so decompression stops one byte past the cap rather than building the
+whole section (``compression.py``).
+
 Cost: records that all share the first one's layout -- plain records (no key, no headers, one
 value length: what the SDK and REST produce write for fixed-size events) and fixed-size keyed
 ones -- are checked column by column in a few C calls per batch once the first is walked
@@ -23,7 +27,7 @@ them: that walk alone gives a verdict and its message, so both paths refuse the 
 from __future__ import annotations
 
 from headwater.errors import CorruptRecordError
-from headwater.records.compression import decompress
+from headwater.records.compression import DecompressedTooLargeError, decompress
 from headwater.records.header import CODEC_MASK, HEADER_SIZE, BatchHeader, Buffer
 from headwater.records.uniform import first_record_end, is_uniform_section
 from headwater.records.varint import read_varint
@@ -36,18 +40,32 @@ _INT64_MAX = (1 << 63) - 1
 _COLUMNAR_MIN_RECORDS = 32
 
 
-def validate_records(buf: Buffer, pos: int, header: BatchHeader, *, columnar: bool = True) -> None:
+def validate_records(
+    buf: Buffer,
+    pos: int,
+    header: BatchHeader,
+    *,
+    max_decompressed: int | None = None,
+    columnar: bool = True,
+) -> None:
     """Raise CorruptRecordError unless every record of the batch at ``buf[pos:]`` decodes.
 
     ``header`` is the batch's checked header (``check_batch``): the batch is whole and its codec
-    known. ``columnar=False`` skips the numpy fast path (only to measure what it saves).
+    known. A compressed records section that decompresses to more than ``max_decompressed``
+    bytes is refused as well, without decompressing further (None: no cap).
+    ``columnar=False`` skips the numpy fast path (only to measure what it saves).
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     section = bytes(view[pos + HEADER_SIZE : pos + header.size])  # one copy
     codec = header.attributes & CODEC_MASK
     if codec:
         try:
-            section = decompress(codec, section)
+            section = decompress(codec, section, max_decompressed)
+        except DecompressedTooLargeError:
+            raise DecompressedTooLargeError(
+                f"batch at position {pos} decompresses to more than {max_decompressed} bytes, "
+                "the cap on one batch's records"
+            ) from None
         except CorruptRecordError as exc:
             raise CorruptRecordError(
                 f"batch at position {pos} does not decompress: {exc}"

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.config import broker_urls
+
 __all__ = [
     "OptionError",
     "SinkOptions",
@@ -87,19 +89,11 @@ def parse_duration_ms(name: str, raw: str) -> int:
 
 
 def parse_brokers(name: str, raw: str) -> list[str]:
-    urls = []
-    for item in raw.split(","):
-        url = item.strip().rstrip("/")
-        if not url:
-            continue
-        if "://" not in url:
-            url = f"http://{url}"  # Kafka users write host:port
-        if not url.startswith(("http://", "https://")):
-            raise OptionError(f"option {name}: {item!r} is not an http(s) URL or host:port")
-        urls.append(url)
-    if not urls:
-        raise OptionError(f"option {name}: at least one broker URL is required")
-    return urls
+    """Comma-separated broker URLs, read as the clients read ``bootstrap.servers``."""
+    try:
+        return list(broker_urls(raw.split(",")))
+    except ValueError as exc:
+        raise OptionError(f"option {name}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ from headwater.records.batch import (
     encode_batch,
     iter_batches,
 )
+from headwater.records.compression import DecompressedTooLargeError
+from headwater.records.header import BatchHeader
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.records.validation import validate_records
 from headwater.topic_partition import TopicPartition
@@ -94,6 +96,7 @@ from headwater_broker.log.partition import (
     AppendResult,
     FetchData,
     PartitionLog,
+    is_disk_failure,
     partition_dir_name,
 )
 from headwater_broker.peers import Peers
@@ -255,6 +258,8 @@ class Broker:
                 now_ms=self.now_ms,
                 send_isr=self._send_isr,
                 is_active=lambda b: node.image.is_active(b),
+                # A follower's write failing on the disk takes it offline, as a leader's does.
+                on_disk_failure=node.take_storage_offline,
             )
             self.replication.start()
             self.replicas = ReplicaManager(self, node)
@@ -354,10 +359,12 @@ class Broker:
     def ready(self) -> tuple[bool, dict[str, Any]]:
         node = self._node
         active = node is not None and node.image.is_active(self.broker_id, node.broker_epoch)
-        return self.is_open and active, {
+        offline = node is not None and node.storage_offline
+        return self.is_open and active and not offline, {
             "topics": len(self.topics),
             "data_dir": str(self.data_dir),
             "active": active,
+            "storage_offline": offline,
         }
 
     # --- replicas (applied by the replica manager) ---------------------------------------------
@@ -712,7 +719,7 @@ class Broker:
                     "transactions are not supported"
                 )
             if self.settings.validate_records:
-                validate_records(body, pos, header, columnar=self.settings.validate_columnar)
+                self._validate(body, pos, header, plog.config)
             if header.producer_id >= 0:
                 if header.base_sequence < 0:
                     raise InvalidRecordError(
@@ -730,7 +737,7 @@ class Broker:
             try:
                 results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
             except StorageError as exc:
-                if isinstance(exc.__cause__, OSError):  # the disk failed, not a closed log
+                if is_disk_failure(exc):
                     self.node.take_storage_offline(exc.message)
                 raise
         else:
@@ -742,6 +749,28 @@ class Broker:
         metrics.PRODUCE_RECORDS.labels(topic_name).inc(records)
         self._update_offset_metrics(plog)
         return results
+
+    def max_decompressed(self, config: TopicConfig) -> int:
+        """The most one compressed batch's records may decompress to in a topic.
+
+        ``BROKER_MAX_DECOMPRESSED_BYTES``, or the topic's ``max.message.bytes`` where that is
+        larger: a batch never stops being accepted for being sent compressed.
+        """
+        return max(self.settings.max_decompressed_bytes, config.max_message_bytes)
+
+    def _validate(
+        self, body: bytearray, pos: int, header: BatchHeader, config: TopicConfig
+    ) -> None:
+        cap = self.max_decompressed(config)
+        try:
+            validate_records(
+                body, pos, header, max_decompressed=cap, columnar=self.settings.validate_columnar
+            )
+        except DecompressedTooLargeError as exc:
+            raise DecompressedTooLargeError(
+                f"{exc.message} (BROKER_MAX_DECOMPRESSED_BYTES, or the topic's max.message.bytes "
+                "when larger); nothing was appended"
+            ) from None
 
     # --- replication ---------------------------------------------------------------------------
 
@@ -869,7 +898,10 @@ class Broker:
         """With BROKER_AUTO_CREATE_TOPICS, an unknown topic is created with the defaults (by the
         controller, wherever it is) before a produce goes on."""
         if not self.is_open:
-            raise ServiceUnavailableError("The broker is not open")
+            raise ServiceUnavailableError(
+                f"Broker {self.broker_id} is closing (shutting down, or another process took its "
+                "id); nothing was written: retry"
+            )
         await self._learn(topic_name)
         if not self.settings.auto_create_topics or self.image.topic(topic_name) is not None:
             return
@@ -1014,8 +1046,11 @@ class Broker:
         records: list[Record] = []
         buf = data.data
         pos = 0
+        # The cap of ingest again: a batch stored with validation off, or before the cap was
+        # lowered, is refused (40003) rather than inflated whole into this broker's memory.
+        cap = self.max_decompressed(self.partition(topic_name, partition).config)
         while pos < len(buf) and (max_records is None or len(records) < max_records):
-            header, batch_records = decode_batch(buf, pos)
+            header, batch_records = decode_batch(buf, pos, max_decompressed=cap)
             pos += header.size
             records.extend(r for r in batch_records if r.offset >= offset)
         next_offset = data.next_offset

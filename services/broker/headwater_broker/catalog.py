@@ -137,7 +137,11 @@ def claim_directory(directory: Path, topic_id: str) -> None:
         doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}.deleted")
         directory.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.exists():
+        directory.mkdir(parents=True)
+        # The new directory's own entry: without this fsync of the data directory a power loss
+        # may take the replica away whole, whatever was fsynced inside it.
+        fsync_directory(directory.parent)
     _write_atomically(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}\n")
 
 

@@ -24,6 +24,10 @@ class BrokerSettings(ServiceSettings):
     fsync: FsyncPolicy = "interval"
     fsync_interval_ms: int = Field(default=1000, ge=1)
     max_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    # The most one compressed batch's records may decompress to (a topic whose max.message.bytes
+    # is larger takes that): as large as the largest request body the broker already holds in
+    # memory, so decompression at most doubles what one request costs.
+    max_decompressed_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     # Off only to measure what the check costs (bench/broker.py): a batch whose records do not
     # decode is then appended, and reading the partition from it fails.
     validate_records: bool = True

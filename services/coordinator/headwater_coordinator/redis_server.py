@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,6 +66,10 @@ class PrivateRedis(Closeable, opens_with="start", closes_with="stop"):
         self.port = 0 if len(str(self.socket)) < 100 else free_loopback_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket made
+        # A restart runs in a worker thread that a cancelled watcher does not stop: stop() waits
+        # for it and keeps it from starting a server after the coordinator stopped this one.
+        self._lock = threading.Lock()
+        self._stopped = False
 
     def _socket_now(self) -> tuple[int, int] | None:
         try:
@@ -97,6 +102,11 @@ class PrivateRedis(Closeable, opens_with="start", closes_with="stop"):
         """Start the server; RuntimeError if another one already serves this directory's socket
         (another coordinator on the same data directory: two servers on one append-only file
         would corrupt it)."""
+        with self._lock:
+            self._stopped = False
+            return self._start(timeout_s)
+
+    def _start(self, timeout_s: float) -> PrivateRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port and self.socket.exists():
             if self._answers():
@@ -138,10 +148,15 @@ class PrivateRedis(Closeable, opens_with="start", closes_with="stop"):
                 return self
             except (redis.ConnectionError, FileNotFoundError):
                 time.sleep(0.05)
-        self.stop()
+        self._stop()
         raise RuntimeError(f"redis-server did not answer within {timeout_s}s")
 
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            self._stop()
+
+    def _stop(self) -> None:
         now = None if self.port else self._socket_now()
         foreign = now is not None and now != self._socket_id
         if self.process and self.process.poll() is None:
@@ -168,8 +183,12 @@ class PrivateRedis(Closeable, opens_with="start", closes_with="stop"):
         return bool(self.port) or self._socket_now() == self._socket_id
 
     def restart(self) -> None:
-        self.stop()
-        self.start()
+        """Stop and start the server again, unless :meth:`stop` was called meanwhile."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stop()
+            self._start(20.0)
 
     async def keep_running(self, interval_s: float = 0.5) -> None:
         """Restart the server whenever it is not :meth:`intact`, until cancelled.

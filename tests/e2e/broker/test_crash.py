@@ -44,7 +44,8 @@ def read_all(url: str, topic: str) -> list[tuple[int, bytes | None]]:
 
 
 # Every policy writes before acknowledging, so a process crash loses nothing under any of them;
-# the policies differ only on a machine crash, which a test cannot stage.
+# the policies differ only on a machine crash, which kill -9 cannot stage (the page cache
+# survives it): test_power_loss.py stages one on a filesystem that drops unsynced writes.
 @pytest.mark.parametrize("fsync", ["always", "never"])
 def test_kill_9_loses_nothing_acknowledged(tmp_path: Path, fsync: str) -> None:
     topic = unique("crash")

@@ -21,16 +21,16 @@ import pytest
 from headwater import AdminClient, Producer
 from headwater.groups.client import CoordinatorClient
 from headwater.groups.errors import GroupNotFoundError
-from tests.support import ROOT, ServiceProcess, free_port, unique
+from tests.e2e.groups_platform import Platform as GroupsPlatform
+from tests.e2e.groups_platform import start_platform
+from tests.support import ROOT, free_port, unique
 
 # The coordinator process uses the machine's Redis.
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("redis")]
 
 
 @dataclass
-class Platform:
-    broker: ServiceProcess
-    coordinator: ServiceProcess
+class Platform(GroupsPlatform):
     tmp: Path
 
     def env(self) -> dict[str, str]:
@@ -63,36 +63,10 @@ class Platform:
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    import redis
-
     tmp = tmp_path_factory.mktemp("consume")
-    prefix = unique("hwtest") + ":"
-    port, cport = free_port(), free_port()
-    broker = ServiceProcess(
-        "headwater_broker",
-        port,
-        {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(tmp / "b"), "BROKER_FSYNC": "never"},
-        tmp / "broker.log",
-    )
     # The default session timeout (45 s): a member that does not leave stays listed that long.
-    coordinator = ServiceProcess(
-        "headwater_coordinator",
-        cport,
-        {
-            "COORDINATOR_PORT": str(cport),
-            "COORDINATOR_REDIS_URL": "redis://127.0.0.1:6379/0",
-            "COORDINATOR_KEY_PREFIX": prefix,
-            "COORDINATOR_BROKERS": f"http://127.0.0.1:{port}",
-        },
-        tmp / "coordinator.log",
-    )
-    with broker, coordinator:
-        yield Platform(broker, coordinator, tmp)
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    keys = list(client.scan_iter(match=prefix + "*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
+    with start_platform(tmp, "hwtest") as started:
+        yield Platform(started.broker, started.coordinator, tmp)
 
 
 def consume(platform: Platform, *args: str) -> subprocess.CompletedProcess[str]:

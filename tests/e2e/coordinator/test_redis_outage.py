@@ -42,20 +42,25 @@ def platform(tmp_path: Path) -> Iterator[tuple[ServiceProcess, ServiceProcess, R
             store.stop()
 
 
-def test_a_commit_is_retried_through_a_redis_outage(
-    platform: tuple[ServiceProcess, ServiceProcess, RedisProcess],
-) -> None:
-    broker, coordinator, store = platform
-    topic, group = unique("t"), unique("g")
-    tp = TopicPartition(topic, PartitionId(0))
+def _five_records(broker: ServiceProcess) -> TopicPartition:
+    """Partition 0 of a new one-partition topic holding five records."""
+    topic = unique("t")
     with AdminClient({"bootstrap.servers": broker.url}) as admin:
         admin.create_topic(topic, 1)
     with Producer({"bootstrap.servers": broker.url}) as producer:
         for i in range(5):
             producer.produce(topic, b"%d" % i, partition=0)
         producer.flush(30)
+    return TopicPartition(topic, PartitionId(0))
+
+
+def test_a_commit_is_retried_through_a_redis_outage(
+    platform: tuple[ServiceProcess, ServiceProcess, RedisProcess],
+) -> None:
+    broker, coordinator, store = platform
+    tp, group = _five_records(broker), unique("g")
     with CoordinatorClient(coordinator.url) as client:
-        member = GroupMembership(client, group, [topic], session_timeout_ms=10_000)
+        member = GroupMembership(client, group, [tp.topic], session_timeout_ms=10_000)
         member.start()
         try:
             wait_until(lambda: tp in member.take_assignment().partitions, 20, "the partition")
@@ -78,14 +83,7 @@ def test_a_committed_offset_is_waited_for_through_a_redis_outage(
     """Where an assigned partition starts is read from the coordinator: while it answers 503
     50311 the consumer waits (up to request.timeout.ms) instead of failing or guessing."""
     broker, coordinator, store = platform
-    topic, group = unique("t"), unique("g")
-    tp = TopicPartition(topic, PartitionId(0))
-    with AdminClient({"bootstrap.servers": broker.url}) as admin:
-        admin.create_topic(topic, 1)
-    with Producer({"bootstrap.servers": broker.url}) as producer:
-        for i in range(5):
-            producer.produce(topic, b"%d" % i, partition=0)
-        producer.flush(30)
+    tp, group = _five_records(broker), unique("g")
     with CoordinatorClient(coordinator.url) as client:
         client.commit(group, {tp: 3})
     config = {

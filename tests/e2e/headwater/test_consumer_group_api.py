@@ -7,59 +7,23 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
 
 import pytest
 
-from headwater import OFFSET_INVALID, AdminClient, Consumer, Message, Producer, TopicPartition
+from headwater import OFFSET_INVALID, Consumer, Message, TopicPartition
 from headwater.consumer import RebalanceCallback
 from headwater.groups.errors import FencedInstanceIdError
-from tests.support import ServiceProcess, free_port, unique
+from tests.e2e.groups_platform import Platform, start_platform
+from tests.support import unique
 
 pytestmark = pytest.mark.e2e
-
-
-@dataclass
-class Platform:
-    broker: ServiceProcess
-    coordinator: ServiceProcess
 
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     tmp = tmp_path_factory.mktemp("group-api")
-    port, cport = free_port(), free_port()
-    broker = ServiceProcess(
-        "headwater_broker",
-        port,
-        {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(tmp / "b"), "BROKER_FSYNC": "never"},
-        tmp / "broker.log",
-    )
-    coordinator = ServiceProcess(
-        "headwater_coordinator",
-        cport,
-        {
-            "COORDINATOR_PORT": str(cport),
-            "COORDINATOR_REDIS_URL": "redis://127.0.0.1:6379/0",
-            "COORDINATOR_KEY_PREFIX": unique("hwtest-group-api") + ":",
-            "COORDINATOR_BROKERS": f"http://127.0.0.1:{port}",
-            "COORDINATOR_HEARTBEAT_INTERVAL_MS": "500",
-        },
-        tmp / "coordinator.log",
-    )
-    with broker, coordinator:
-        yield Platform(broker, coordinator)
-
-
-def _topic(platform: Platform, partitions: int, records: int) -> str:
-    topic = unique("group-api")
-    with AdminClient({"bootstrap.servers": platform.broker.url}) as admin:
-        admin.create_topic(topic, partitions)
-    with Producer({"bootstrap.servers": platform.broker.url}) as producer:
-        for i in range(records):
-            producer.produce(topic, b"%d" % i, partition=i % partitions)
-        assert producer.flush(30) == 0
-    return topic
+    with start_platform(tmp, "hwtest-group-api", heartbeat_interval_ms=500) as platform:
+        yield platform
 
 
 def _config(platform: Platform, group: str) -> dict[str, object]:
@@ -82,7 +46,7 @@ def _read(consumer: Consumer, count: int) -> list[Message]:
 
 
 def test_commit_message_offsets_and_asynchronous(platform: Platform) -> None:
-    topic, group = _topic(platform, 1, 10), unique("g")
+    topic, group = platform.make_topic("group-api", 1, 10), unique("g")
     tp = TopicPartition(topic, 0)
     consumer = Consumer(_config(platform, group))
     consumer.subscribe([topic])
@@ -111,7 +75,7 @@ def test_commit_message_offsets_and_asynchronous(platform: Platform) -> None:
 
 
 def test_rebalance_callbacks_get_the_consumer_and_a_sorted_list(platform: Platform) -> None:
-    topic, group = _topic(platform, 3, 6), unique("g")
+    topic, group = platform.make_topic("group-api", 3, 6), unique("g")
     calls: list[tuple[str, bool, list[tuple[str, int]]]] = []
     consumer = Consumer(_config(platform, group))
 
@@ -135,7 +99,7 @@ def test_rebalance_callbacks_get_the_consumer_and_a_sorted_list(platform: Platfo
 
 
 def test_a_fenced_member_calls_on_lost_not_on_revoke(platform: Platform) -> None:
-    topic, group = _topic(platform, 1, 2), unique("g")
+    topic, group = platform.make_topic("group-api", 1, 2), unique("g")
     calls: list[tuple[str, list[int]]] = []
 
     def record(name: str) -> RebalanceCallback:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.message import Message
 from headwater.types import PartitionId
-from tests.support import ROOT, ServiceProcess, free_port, unique
+from tests.e2e.groups_platform import Platform, start_platform
+from tests.support import ROOT, unique
 
 # The coordinator process uses the machine's Redis.
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("redis")]
@@ -28,47 +28,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.needs("redis")]
 PARTITIONS, RECORDS = 4, 200
 
 
-@dataclass
-class Platform:
-    broker: ServiceProcess
-    coordinator: ServiceProcess
-
-
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     tmp = tmp_path_factory.mktemp("delivery")
-    port, cport = free_port(), free_port()
-    broker = ServiceProcess(
-        "headwater_broker",
-        port,
-        {"BROKER_PORT": str(port), "BROKER_DATA_DIR": str(tmp / "b"), "BROKER_FSYNC": "never"},
-        tmp / "broker.log",
-    )
-    coordinator = ServiceProcess(
-        "headwater_coordinator",
-        cport,
-        {
-            "COORDINATOR_PORT": str(cport),
-            "COORDINATOR_REDIS_URL": "redis://127.0.0.1:6379/0",
-            "COORDINATOR_KEY_PREFIX": unique("hwtest-delivery") + ":",
-            "COORDINATOR_BROKERS": f"http://127.0.0.1:{port}",
-            "COORDINATOR_HEARTBEAT_INTERVAL_MS": "500",
-        },
-        tmp / "coordinator.log",
-    )
-    with broker, coordinator:
-        yield Platform(broker, coordinator)
-
-
-def input_topic(platform: Platform) -> str:
-    topic = unique("in")
-    with AdminClient({"bootstrap.servers": platform.broker.url}) as admin:
-        admin.create_topic(topic, PARTITIONS)
-    with Producer({"bootstrap.servers": platform.broker.url}) as producer:
-        for i in range(RECORDS):
-            producer.produce(topic, b"%d" % i, partition=i % PARTITIONS)
-        assert producer.flush(30) == 0
-    return topic
+    with start_platform(tmp, "hwtest-delivery", heartbeat_interval_ms=500) as platform:
+        yield platform
 
 
 def consumer(platform: Platform, group: str, topic: str) -> Consumer:
@@ -116,7 +80,7 @@ ALL = {(i % PARTITIONS, i // PARTITIONS) for i in range(RECORDS)}
 
 
 def test_at_most_once_loses_what_a_crash_left_unprocessed(platform: Platform) -> None:
-    topic, group = input_topic(platform), unique("amo")
+    topic, group = platform.make_topic("in", PARTITIONS, RECORDS), unique("amo")
     first = consumer(platform, group, topic)
     processed: list[tuple[int, int]] = []
     batch = poll_some(first)
@@ -133,7 +97,7 @@ def test_at_most_once_loses_what_a_crash_left_unprocessed(platform: Platform) ->
 
 
 def test_at_least_once_redelivers_after_a_crash_and_loses_nothing(platform: Platform) -> None:
-    topic, group = input_topic(platform), unique("alo")
+    topic, group = platform.make_topic("in", PARTITIONS, RECORDS), unique("alo")
     first = consumer(platform, group, topic)
     processed: list[tuple[int, int]] = []
     batch = poll_some(first)
@@ -148,7 +112,7 @@ def test_at_least_once_redelivers_after_a_crash_and_loses_nothing(platform: Plat
 
 
 def test_exactly_once_consume_transform_produce_with_dedup(platform: Platform) -> None:
-    source, group = input_topic(platform), unique("eos")
+    source, group = platform.make_topic("in", PARTITIONS, RECORDS), unique("eos")
     sink = unique("out")
     with AdminClient({"bootstrap.servers": platform.broker.url}) as admin:
         admin.create_topic(sink, 2)

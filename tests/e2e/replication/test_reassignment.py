@@ -5,7 +5,8 @@ min.insync.replicas=2) and an idempotent acks=all SDK producer writing continuou
 broker starts and ``headwater partitions reassign`` moves the partition to [2, 3]: no send
 fails, the new replicas catch up and join the ISR, the replica list becomes [2, 3] with broker 2
 leading, brokers 0 and 1 delete their copies, and every acknowledged record is stored once, in
-order.
+order. Cancelling a move through the SDK's AdminClient (Kafka's reassignment calls) is the
+second test.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from headwater import Producer
+from headwater import AdminClient, Producer, TopicPartition
+from headwater.errors import InvalidReplicaAssignmentError
 from headwater.message import Message
 from tests.e2e.replication.cluster import (
     Cluster,
@@ -205,11 +207,13 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
 def test_reassigning_back_cancels_a_move_and_the_added_replica_deletes_its_copy(
     tmp_path: Path,
 ) -> None:
-    """A move from [0] to [1, 2] with broker 2 down: broker 1 catches up and joins the ISR, the
-    move waits for broker 2 (broker 1, the first target, leads meanwhile); reassigning back to [0]
-    cancels it: broker 0 leads again with every record and broker 1 deletes its copy."""
+    """A move from [0] to [1, 2] with broker 2 down, through the SDK's AdminClient: broker 1
+    catches up and joins the ISR, the move waits for broker 2 (broker 1, the first target, leads
+    meanwhile); cancelling it (``None``, Kafka's ``Optional.empty()``) reassigns back to [0]:
+    broker 0 leads again with every record and broker 1 deletes its copy."""
     cluster = Cluster(tmp_path)
     topic = unique("back")
+    tp = TopicPartition(topic, 0)
     try:
         start_three(cluster)
         created = httpx.post(
@@ -223,25 +227,32 @@ def test_reassigning_back_cancels_a_move_and_the_added_replica_deletes_its_copy(
             for i in range(300):
                 producer.produce(topic, f"r{i}".encode(), partition=0)
             assert producer.flush(60) == 0
-        before = reassignment(cluster, 1, topic)
         cluster.procs[2].kill()
-        path = f"/topics/{topic}/partitions/0/reassignment"
-        started = httpx.post(f"{cluster.url(1)}{path}", json={"replicas": [1, 2]}, timeout=30)
-        assert started.status_code == 200, started.text
-        assert started.json()["adding"] == [1, 2]
-        copy = tmp_path / "broker-1" / f"{topic}-0"
-        wait_for(lambda: reassignment(cluster, 0, topic)["leader"] == 1, 60, "broker 1 leading")
-        assert copy.is_dir()
-        moving = reassignment(cluster, 0, topic)
-        assert moving["in_progress"]  # broker 2 is not in sync
-        assert (moving["replicas"], moving["isr"]) == ([1, 2, 0], [1, 0])
+        with AdminClient({"bootstrap.servers": cluster.url(1)}) as admin:
+            (before,) = admin.list_partition_reassignments([tp]).values()
+            assert (before.in_progress, before.replicas, before.leader) == (False, (0,), 0)
+            # Nothing moves: a cancel sends nothing, an unknown broker is refused.
+            assert admin.alter_partition_reassignments({tp: None}) == {tp: before}
+            with pytest.raises(InvalidReplicaAssignmentError, match=r"Brokers \[7\]"):
+                admin.alter_partition_reassignments({tp: [0, 7]})
+            assert admin.list_partition_reassignments([tp]) == {tp: before}
 
-        cancelled = httpx.post(f"{cluster.url(1)}{path}", json={"replicas": [0]}, timeout=30)
-        assert cancelled.status_code == 200, cancelled.text
-        state = cancelled.json()
-        assert (state["in_progress"], state["replicas"], state["isr"]) == (False, [0], [0])
+            started = admin.alter_partition_reassignments({tp: [1, 2]})[tp]
+            assert started.in_progress
+            assert (started.adding_replicas, started.removing_replicas) == ((1, 2), (0,))
+            assert started.target_replicas == (1, 2)
+            copy = tmp_path / "broker-1" / f"{topic}-0"
+            wait_for(lambda: reassignment(cluster, 0, topic)["leader"] == 1, 60, "broker 1 leads")
+            assert copy.is_dir()
+            moving = admin.list_partition_reassignments([tp])[tp]
+            assert moving.in_progress  # broker 2 is not in sync
+            assert (moving.replicas, moving.isr) == ((1, 2, 0), (1, 0))
+            assert moving.original_replicas == (0,)
+
+            state = admin.alter_partition_reassignments({tp: None})[tp]
+        assert (state.in_progress, state.replicas, state.isr) == (False, (0,), (0,))
         # Broker 1, the first target, took leadership once in sync; the cancel gives it back.
-        assert (state["leader"], state["leader_epoch"]) == (0, before["leader_epoch"] + 2)
+        assert (state.leader, state.leader_epoch) == (0, before.leader_epoch + 2)
         wait_for(lambda: not copy.exists(), 60, "broker 1 to delete its copy")
         values, _ = read_values(cluster.url(0), topic)
         assert values == [f"r{i}" for i in range(300)]

@@ -10,45 +10,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
-from headwater_broker.app import create_app
-from headwater_broker.broker import SHUTDOWN_PATH, Broker
-from headwater_broker.settings import BrokerSettings
+from headwater_broker.broker import SHUTDOWN_PATH
+from tests.integration.broker.in_process import broker_app
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_the_shutdown_route_refuses_bad_bodies_and_stale_epochs(tmp_path: Path) -> None:
-    app = create_app(BrokerSettings(data_dir=str(tmp_path)))
-    async with app.router.lifespan_context(app):
-        broker: Broker = app.state.broker
+    async with broker_app(tmp_path) as (broker, client):
         epoch = broker.node.broker_epoch
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
-            missing = await client.post(SHUTDOWN_PATH, json={"broker_id": 0})
-            assert missing.status_code == 400
-            assert missing.json()["error_code"] == 40002
-            assert "broker_epoch" in missing.json()["message"]
-            stale = await client.post(
-                SHUTDOWN_PATH, json={"broker_id": 0, "broker_epoch": epoch + 7}
-            )
-            assert stale.status_code == 409
-            assert stale.json()["error_code"] == 40907
-            brokers = (await client.get("/cluster")).json()["brokers"]
-            assert [b["state"] for b in brokers] == ["active"]
+        missing = await client.post(SHUTDOWN_PATH, json={"broker_id": 0})
+        assert missing.status_code == 400
+        assert missing.json()["error_code"] == 40002
+        assert "broker_epoch" in missing.json()["message"]
+        stale = await client.post(SHUTDOWN_PATH, json={"broker_id": 0, "broker_epoch": epoch + 7})
+        assert stale.status_code == 409
+        assert stale.json()["error_code"] == 40907
+        brokers = (await client.get("/cluster")).json()["brokers"]
+        assert [b["state"] for b in brokers] == ["active"]
 
 
 async def test_the_drain_moves_every_leadership_off_the_broker(tmp_path: Path) -> None:
-    app = create_app(BrokerSettings(data_dir=str(tmp_path)))
-    async with app.router.lifespan_context(app):
-        broker: Broker = app.state.broker
+    async with broker_app(tmp_path) as (broker, _client):
         await broker.create_topic("alone", 2)
         await broker.replicas_settled()
         assert len(broker.leading) == 2

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,33 +12,18 @@ import httpx
 import pytest
 
 from headwater.records.batch import decode_batches, encode_batch
-from headwater_broker.app import create_app
-from headwater_broker.broker import Broker
-from headwater_broker.settings import BrokerSettings
+from tests.integration.broker.in_process import (
+    BATCHES,
+    KAFKA_BINARY,
+    KAFKA_JSON,
+    broker,
+    broker_app,
+)
 from tests.support import unique
 
 pytestmark = pytest.mark.anyio
 
-BATCHES = "application/vnd.headwater.batches"
-KAFKA_BINARY = "application/vnd.kafka.binary.v2+json"
-KAFKA_JSON = "application/vnd.kafka.json.v2+json"
 DAY_MS = 86_400_000
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def broker(
-    data_dir: Path, **settings: Any
-) -> AsyncIterator[tuple[Broker, httpx.AsyncClient]]:
-    app = create_app(BrokerSettings(data_dir=str(data_dir), **settings))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
-            yield app.state.broker, client
 
 
 async def make_topic(client: httpx.AsyncClient, configs: dict[str, str] | None = None) -> str:
@@ -73,7 +56,7 @@ async def fetch(
 
 
 async def test_fetch_formats_and_bound_headers(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         await append(client, topic, [b'"a"', b'"b"'], timestamp_ms=1000)
         await append(client, topic, [b"not json"], timestamp_ms=2000)
@@ -127,7 +110,7 @@ async def test_fetch_formats_and_bound_headers(tmp_path: Path) -> None:
 
 
 async def test_max_bytes_returns_at_least_one_whole_batch(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         await append(client, topic, [b"x" * 500])
         await append(client, topic, [b"y" * 500])
@@ -146,7 +129,7 @@ async def test_max_bytes_returns_at_least_one_whole_batch(tmp_path: Path) -> Non
     ],
 )
 async def test_bad_offsets(tmp_path: Path, params: dict[str, Any], status: int, code: int) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         await append(client, topic, [b"1", b"2"])
         response = await fetch(client, topic, "application/json", **params)
@@ -158,7 +141,7 @@ async def test_bad_offsets(tmp_path: Path, params: dict[str, Any], status: int, 
 
 
 async def test_not_acceptable_and_unknown_partition(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         response = await fetch(client, topic, "text/html", offset=0)
         assert (response.status_code, response.json()["error_code"]) == (406, 406)
@@ -169,7 +152,7 @@ async def test_not_acceptable_and_unknown_partition(tmp_path: Path) -> None:
 
 
 async def test_long_poll_returns_when_data_arrives(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         started = time.monotonic()
         waiting = asyncio.create_task(
@@ -184,7 +167,7 @@ async def test_long_poll_returns_when_data_arrives(tmp_path: Path) -> None:
 
 
 async def test_long_poll_times_out_with_an_empty_answer(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         started = time.monotonic()
         response = await fetch(client, topic, BATCHES, offset=0, max_wait_ms=300)
@@ -197,7 +180,7 @@ async def test_long_poll_times_out_with_an_empty_answer(tmp_path: Path) -> None:
 async def test_retention_moves_the_log_start_and_offsets_never_restart(tmp_path: Path) -> None:
     old = int(time.time() * 1000) - 2 * DAY_MS
     configs = {"retention.ms": str(DAY_MS), "segment.bytes": "200"}
-    async with broker(tmp_path) as (domain, client):
+    async with broker_app(tmp_path) as (domain, client):
         topic = await make_topic(client, configs)
         for i in range(4):
             await append(client, topic, [b"x" * 60, str(i).encode()], timestamp_ms=old)
@@ -215,7 +198,7 @@ async def test_retention_moves_the_log_start_and_offsets_never_restart(tmp_path:
         )
         assert await append(client, topic, [b"new"]) == 8
         assert await domain.enforce_retention() == 0
-    async with broker(tmp_path) as (domain, client):
+    async with broker_app(tmp_path) as (domain, client):
         offsets = await client.get(f"/topics/{topic}/partitions/0/offsets")
         assert offsets.json() == {"beginning_offset": 8, "end_offset": 9}
         assert await append(client, topic, [b"after restart"]) == 9
@@ -225,18 +208,18 @@ async def test_retention_moves_the_log_start_and_offsets_never_restart(tmp_path:
 
 async def test_offsets_continue_after_everything_expired_and_a_restart(tmp_path: Path) -> None:
     old = int(time.time() * 1000) - 2 * DAY_MS
-    async with broker(tmp_path) as (domain, client):
+    async with broker_app(tmp_path) as (domain, client):
         topic = await make_topic(client, {"retention.ms": str(DAY_MS)})
         await append(client, topic, [b"1", b"2", b"3"], timestamp_ms=old)
         assert await domain.enforce_retention() == 1
-    async with broker(tmp_path) as (_domain, client):
+    async with broker(tmp_path) as client:
         offsets = await client.get(f"/topics/{topic}/partitions/0/offsets")
         assert offsets.json() == {"beginning_offset": 3, "end_offset": 3}
         assert await append(client, topic, [b"4"]) == 3
 
 
 async def test_lookup_offset_by_timestamp(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         await append(client, topic, [b"1", b"2"], timestamp_ms=1000)
         await append(client, topic, [b"3"], timestamp_ms=3000)
@@ -250,7 +233,7 @@ async def test_lookup_offset_by_timestamp(tmp_path: Path) -> None:
 
 
 async def test_concurrent_appends_get_distinct_contiguous_offsets(tmp_path: Path) -> None:
-    async with broker(tmp_path, fsync="always") as (_b, client):
+    async with broker(tmp_path, fsync="always") as client:
         topic = await make_topic(client)
         bases = await asyncio.gather(
             *(append(client, topic, [f"{i}-a".encode(), f"{i}-b".encode()]) for i in range(20))
@@ -261,7 +244,7 @@ async def test_concurrent_appends_get_distinct_contiguous_offsets(tmp_path: Path
 
 
 async def test_domain_metrics(tmp_path: Path) -> None:
-    async with broker(tmp_path) as (_b, client):
+    async with broker(tmp_path) as client:
         topic = await make_topic(client)
         await append(client, topic, [b"1", b"2", b"3"])
         await fetch(client, topic, BATCHES, offset=0)
@@ -277,7 +260,7 @@ async def test_domain_metrics(tmp_path: Path) -> None:
 
 async def test_background_retention_runs_on_its_interval(tmp_path: Path) -> None:
     old = int(time.time() * 1000) - 2 * DAY_MS
-    async with broker(tmp_path, retention_check_interval_ms=50) as (_b, client):
+    async with broker(tmp_path, retention_check_interval_ms=50) as client:
         topic = await make_topic(client, {"retention.ms": str(DAY_MS)})
         await append(client, topic, [b"1", b"2"], timestamp_ms=old)
         path = f"/topics/{topic}/partitions/0/offsets"

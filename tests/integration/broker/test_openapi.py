@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from headwater.records import encode_batch
-from tests.integration.broker.test_produce import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
+from headwater_broker.app import create_app
+from headwater_broker.settings import BrokerSettings
+from tests.integration.broker.in_process import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
 from tests.openapi_document import check_answer, check_document, documented_errors
 
 pytestmark = pytest.mark.anyio
@@ -233,23 +236,27 @@ async def test_the_document_is_valid_and_constraints_are_in_it(tmp_path: Path) -
     assert ready["content"]["application/json"]["schema"]["required"] == ["status"]
 
 
+def closed_scenario() -> list[Call]:
+    """Produce at a broker that has closed (as while it shuts down, or once another process took
+    its id): refused before anything is written."""
+    raw = {"content-type": BATCHES}
+    records = {"records": [{"value": 1}]}
+    return [
+        Call("POST", TOPIC, (503, 50301), json=records),
+        Call("POST", PARTITION, (503, 50301), json=records),
+        Call("POST", BATCH_PATH, (503, 50301), content=batch(), headers=raw),
+    ]
+
+
 async def test_every_answer_is_documented_and_every_documented_error_is_given(
     tmp_path: Path,
 ) -> None:
-    async with broker(tmp_path, max_request_bytes=LIMIT) as client:
-        document = (await client.get("/openapi.json")).json()
-        producer = (await client.post("/producers", json={})).json()["producer_id"]
-        bumped = {"producer_id": producer, "producer_epoch": 0}
-        assert (await client.post("/producers", json=bumped)).json()["producer_epoch"] == 1
-        seen: dict[tuple[str, str], set[tuple[int, int]]] = {}
-        for call in scenario(producer):
-            if call.template == RECORDS and call.topic == "doomed":
-                binary = {"records": [{"value": "AAE="}]}
-                await client.post(
-                    "/topics/doomed/partitions/0",
-                    json=binary,
-                    headers={"content-type": KAFKA_BINARY},
-                )
+    app = create_app(BrokerSettings(data_dir=str(tmp_path), max_request_bytes=LIMIT))
+    transport = httpx.ASGITransport(app=app)
+    seen: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
+
+        async def send(call: Call) -> None:
             response = await client.request(
                 call.method,
                 call.url(),
@@ -260,7 +267,26 @@ async def test_every_answer_is_documented_and_every_documented_error_is_given(
             )
             got = check_answer(document, call.method, call.template, response)
             assert got == call.expect, (call, response.text[:300])
+            if got[0] == 503:
+                assert response.headers["retry-after"] == "1"
             seen.setdefault((call.method, call.template), set()).add(got)
+
+        async with app.router.lifespan_context(app):
+            document = (await client.get("/openapi.json")).json()
+            producer = (await client.post("/producers", json={})).json()["producer_id"]
+            bumped = {"producer_id": producer, "producer_epoch": 0}
+            assert (await client.post("/producers", json=bumped)).json()["producer_epoch"] == 1
+            for call in scenario(producer):
+                if call.template == RECORDS and call.topic == "doomed":
+                    binary = {"records": [{"value": "AAE="}]}
+                    await client.post(
+                        "/topics/doomed/partitions/0",
+                        json=binary,
+                        headers={"content-type": KAFKA_BINARY},
+                    )
+                await send(call)
+        for call in closed_scenario():
+            await send(call)
     for path, operations in document["paths"].items():
         for method, _operation in operations.items():
             key = (method.upper(), path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 from pathlib import Path
 
@@ -10,24 +11,14 @@ import cramjam
 import pytest
 
 from headwater.records import Compression, encode_batch
+from headwater.records.encoder import RecordTuple
 from headwater.records.varint import encode_varint
-from tests.integration.broker.test_produce import (
-    BATCHES,
-    KAFKA_BINARY,
-    KAFKA_JSON,
-    broker,
-    end_offsets,
-    make_topic,
-    post_batches,
-)
+from tests.integration.broker.in_process import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
+from tests.integration.broker.test_produce import end_offsets, make_topic, post_batches
+from tests.unit.headwater.records.test_compression import BOMB_SIZE, bomb
 from tests.unit.headwater.records.test_validation import record, seal
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 PLAIN = encode_batch([(None, b'"plain"', [])] * 3)[61:]
@@ -93,3 +84,99 @@ async def test_with_validation_off_a_poison_batch_is_appended(tmp_path: Path) ->
             headers={"accept": KAFKA_BINARY},
         )
         assert (read.status_code, read.json()["error_code"]) == (400, 40003)
+
+
+CAP = 4 * 1_048_576
+CODECS = [c for c in Compression if c != Compression.NONE]
+
+
+@functools.cache
+def section_bomb(codec: Compression) -> bytes:
+    """200 MiB of zeros compressed; snappy's as large as a topic's 1 MiB batch allows (8 MiB)."""
+    return bomb(codec, 8 * 1_048_576 if codec == Compression.SNAPPY else BOMB_SIZE)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+async def test_a_decompression_bomb_is_refused_with_nothing_appended(
+    tmp_path: Path, codec: Compression
+) -> None:
+    good = encode_batch([(None, b'{"n": 1}', [])])
+    async with broker(tmp_path, max_decompressed_bytes=CAP) as client:
+        topic = await make_topic(client)
+        refused = await post_batches(client, topic, good + seal(section_bomb(codec), 1, codec))
+        assert (refused.status_code, refused.json()["error_code"]) == (400, 40003)
+        assert refused.json()["message"] == (
+            f"batch at position {len(good)} decompresses to more than {CAP} bytes, the cap on "
+            "one batch's records (BROKER_MAX_DECOMPRESSED_BYTES, or the topic's "
+            "max.message.bytes when larger); nothing was appended"
+        )
+        assert await end_offsets(client, topic) == [0]
+        assert (await post_batches(client, topic, good)).status_code == 200
+        assert await end_offsets(client, topic) == [1]
+
+
+async def test_a_gzip_bomb_meets_the_default_cap(tmp_path: Path) -> None:
+    async with broker(tmp_path) as client:
+        topic = await make_topic(client)
+        refused = await post_batches(client, topic, seal(section_bomb(Compression.GZIP), 1, 1))
+        assert (refused.status_code, refused.json()["error_code"]) == (400, 40003)
+        assert f"more than {64 * 1_048_576} bytes" in refused.json()["message"]
+        assert await end_offsets(client, topic) == [0]
+
+
+def _large_records(size: int) -> list[RecordTuple]:
+    """JSON records of about ``size`` bytes in all, compressing well below a mebibyte."""
+    value = b'{"pad": "' + b"headwater " * 100 + b'"}'
+    return [(None, value, [])] * (size // len(value))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+async def test_a_large_batch_under_the_cap_appends_and_reads(
+    tmp_path: Path, codec: Compression
+) -> None:
+    records = _large_records(CAP - 100_000)
+    plain = encode_batch(records)
+    assert CAP - 200_000 < len(plain) - 61 < CAP
+    async with broker(tmp_path, max_decompressed_bytes=CAP) as client:
+        topic = await make_topic(client)
+        accepted = await post_batches(client, topic, encode_batch(records, compression=codec))
+        assert accepted.status_code == 200, accepted.text
+        assert await end_offsets(client, topic) == [len(records)]
+        read = await client.get(
+            f"/topics/{topic}/partitions/0/records",
+            params={"offset": 0},
+            headers={"accept": KAFKA_JSON},
+        )
+        assert read.status_code == 200, read.text
+        assert len(read.json()) == len(records)
+
+
+async def test_a_topic_with_larger_batches_takes_its_max_message_bytes_as_the_cap(
+    tmp_path: Path,
+) -> None:
+    records = _large_records(3 * 1_048_576 // 2)
+    batch = encode_batch(records, compression=Compression.ZSTD)
+    async with broker(tmp_path, max_decompressed_bytes=1_048_576) as client:
+        small = await make_topic(client)
+        refused = await post_batches(client, small, batch)
+        assert (refused.status_code, refused.json()["error_code"]) == (400, 40003)
+        large = await make_topic(client, configs={"max.message.bytes": str(2 * 1_048_576)})
+        accepted = await post_batches(client, large, batch)
+        assert accepted.status_code == 200, accepted.text
+        assert await end_offsets(client, large) == [len(records)]
+
+
+async def test_a_stored_bomb_is_not_inflated_by_a_json_read(tmp_path: Path) -> None:
+    """Stored with validation off: the JSON read refuses it under the same cap; raw reads work."""
+    async with broker(tmp_path, max_decompressed_bytes=CAP, validate_records=False) as client:
+        topic = await make_topic(client)
+        stored = await post_batches(client, topic, seal(section_bomb(Compression.ZSTD), 1, 4))
+        assert stored.status_code == 200, stored.text
+        url = f"/topics/{topic}/partitions/0/records"
+        for accept in (KAFKA_JSON, KAFKA_BINARY):
+            read = await client.get(url, params={"offset": 0}, headers={"accept": accept})
+            assert (read.status_code, read.json()["error_code"]) == (400, 40003)
+            assert f"more than {CAP} bytes" in read.json()["message"]
+        raw = await client.get(url, params={"offset": 0}, headers={"accept": BATCHES})
+        assert raw.status_code == 200
+        assert len(raw.content) == 61 + len(section_bomb(Compression.ZSTD))

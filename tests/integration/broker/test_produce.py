@@ -6,7 +6,6 @@ import asyncio
 import base64
 import struct
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,38 +15,16 @@ import pytest
 
 from headwater.records.batch import encode_batch
 from headwater.records.crc import crc32c
-from headwater_broker.app import create_app
-from headwater_broker.broker import Broker
-from headwater_broker.settings import BrokerSettings
+from tests.integration.broker.in_process import (
+    BATCHES,
+    KAFKA_BINARY,
+    KAFKA_JSON,
+    broker,
+    broker_app,
+)
 from tests.support import unique
 
 pytestmark = pytest.mark.anyio
-
-BATCHES = "application/vnd.headwater.batches"
-KAFKA_JSON = "application/vnd.kafka.json.v2+json"
-KAFKA_BINARY = "application/vnd.kafka.binary.v2+json"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def broker_app(
-    data_dir: Path, **settings: Any
-) -> AsyncIterator[tuple[Broker, httpx.AsyncClient]]:
-    app = create_app(BrokerSettings(data_dir=str(data_dir), **settings))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
-            yield app.state.broker, client
-
-
-@asynccontextmanager
-async def broker(data_dir: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    async with broker_app(data_dir, **settings) as (_domain, client):
-        yield client
 
 
 async def make_topic(

@@ -6,25 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.broker.test_produce import (
-    BATCHES,
-    KAFKA_BINARY,
-    KAFKA_JSON,
-    broker,
-    end_offsets,
-    make_topic,
-)
+from tests.integration.broker.in_process import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
+from tests.integration.broker.test_produce import end_offsets, make_topic
 
 pytestmark = pytest.mark.anyio
 
 V2 = "application/vnd.kafka.v2+json"
 JSON = "application/json"
 JAVA_DEFAULT_ACCEPT = "text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.mark.parametrize(

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from headwater import __version__
 from headwater.records.batch import encode_batch
-from headwater_broker.app import create_app
-from headwater_broker.settings import BrokerSettings
+from tests.integration.broker.in_process import broker
 from tests.support import unique
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def broker(data_dir: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(BrokerSettings(data_dir=str(data_dir), **settings))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
-            yield client
 
 
 DEFAULT_CONFIGS = {

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from headwater_coordinator.app import create_app
 from headwater_coordinator.settings import CoordinatorSettings
-from tests.integration.coordinator.client import join, make_topic
+from tests.integration.coordinator.client import beat, join, make_topic
 from tests.openapi_document import check_document, documented_errors
 from tests.support import ServiceProcess, free_port, unique
 
@@ -110,8 +110,8 @@ def test_every_error_sent_is_documented_for_its_operation(
     a = join(api, group, [topic], **long_session)
     b = join(api, group, [topic], **long_session)
     for _ in range(3):
-        a = join_beat(api, group, a)
-        b = join_beat(api, group, b)
+        a = beat(api, group, a)
+        b = beat(api, group, b)
     (mine,) = [p for e in a["assignment"] for p in e["partitions"]]
     (theirs,) = [p for e in b["assignment"] for p in e["partitions"]]
     instance = unique("i")
@@ -198,20 +198,6 @@ def test_every_error_sent_is_documented_for_its_operation(
     for operation in OPERATIONS:
         assert documented(doc, operation) == seen.errors[operation], operation
     assert doc["components"]["schemas"]["ErrorBody"]["required"] == ["error_code", "message"]
-
-
-def join_beat(api: TestClient, group: str, member: dict[str, Any]) -> dict[str, Any]:
-    response = api.post(
-        f"/groups/{group}/heartbeat",
-        json={
-            "member_id": member["member_id"],
-            "member_epoch": member["member_epoch"],
-            "owned": member["assignment"],
-        },
-    )
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def test_readiness_documents_and_sends_503(api: TestClient, redis_down: TestClient) -> None:

@@ -3,6 +3,8 @@ socket it made -- a second coordinator on the same directory once removed the fi
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,22 @@ def test_stop_leaves_a_socket_that_is_not_its_own(tmp_path: Path) -> None:
     finally:
         second.stop()
     assert not second.socket.exists()
+
+
+def test_a_stop_during_a_restart_leaves_no_server_behind(tmp_path: Path) -> None:
+    # The watcher restarts the server in a worker thread, which cancelling the watcher at
+    # shutdown does not stop: stop() must win over that restart, whichever runs first.
+    server = PrivateRedis(tmp_path).start()
+    first = server.process
+    assert first is not None
+    restarting = threading.Thread(target=server.restart)
+    restarting.start()
+    time.sleep(0.05)  # the restart is under way (stopping the first server or starting anew)
+    server.stop()
+    restarting.join(timeout=30)
+    assert not restarting.is_alive()
+    assert first.poll() is not None
+    assert server.process is None or server.process.poll() is not None
+    assert not server.socket.exists()
+    server.restart()  # a restart after the stop starts nothing
+    assert not server.socket.exists()

@@ -97,3 +97,48 @@ def test_one_dict_can_configure_every_client() -> None:
     assert ConsumerConfig.from_dict(shared).group_id == "g"
     assert AdminConfig.from_dict(shared).bootstrap_servers == ("http://127.0.0.1:8082",)
     assert len(parse_config(shared)) == len(parse_config({}))
+
+
+def test_every_setting_is_read_from_its_own_key() -> None:
+    common = {"client.id": "c", "request.timeout.ms": 7, "retry.backoff.ms": 9}
+    producer = ProducerConfig.from_dict(
+        {
+            **common,
+            "retries": 3,
+            "batch.size": 12,
+            "delivery.timeout.ms": 13,
+            "max.in.flight.requests.per.connection": 4,
+            "buffer.memory": 14,
+            "max.block.ms": 15,
+            "metadata.max.age.ms": 16,
+        }
+    )
+    assert (producer.client_id, producer.request_timeout_ms, producer.retry_backoff_ms) == (
+        "c",
+        7,
+        9,
+    )
+    assert (producer.retries, producer.batch_size, producer.delivery_timeout_ms) == (3, 12, 13)
+    assert (producer.max_in_flight, producer.buffer_memory) == (4, 14)
+    assert (producer.max_block_ms, producer.metadata_max_age_ms) == (15, 16)
+    consumer = ConsumerConfig.from_dict(
+        {
+            **common,
+            "enable.auto.commit": "false",
+            "auto.commit.interval.ms": 17,
+            "fetch.max.bytes": 18,
+            "max.partition.fetch.bytes": 19,
+            "session.timeout.ms": 22,
+            "heartbeat.interval.ms": 23,
+        }
+    )
+    assert (consumer.client_id, consumer.request_timeout_ms, consumer.retry_backoff_ms) == (
+        "c",
+        7,
+        9,
+    )
+    assert (consumer.enable_auto_commit, consumer.auto_commit_interval_ms) == (False, 17)
+    assert (consumer.fetch_max_bytes, consumer.max_partition_fetch_bytes) == (18, 19)
+    assert (consumer.session_timeout_ms, consumer.heartbeat_interval_ms) == (22, 23)
+    admin = AdminConfig.from_dict(common)
+    assert (admin.client_id, admin.request_timeout_ms, admin.retry_backoff_ms) == ("c", 7, 9)

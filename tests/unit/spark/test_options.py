@@ -86,6 +86,19 @@ def test_brokers_are_required_once() -> None:
         parse({"subscribe": "t", "brokers": "x:1"})
 
 
+@pytest.mark.parametrize(
+    ("brokers", "message"),
+    [
+        (" , ", "option brokers: at least one broker URL is required"),
+        ("b:1, ftp://x", "option brokers: ' ftp://x' is not an http(s) URL or host:port"),
+    ],
+)
+def test_broker_urls_that_do_not_parse_name_the_option(brokers: str, message: str) -> None:
+    with pytest.raises(OptionError) as refused:
+        SourceOptions.parse({"subscribe": "t", "brokers": brokers}, streaming=False)
+    assert str(refused.value) == message
+
+
 def test_sink_options_and_producer_settings() -> None:
     sink = SinkOptions.parse(
         {"kafka.bootstrap.servers": "b:1", "topic": "out", "kafka.linger.ms": "20"}

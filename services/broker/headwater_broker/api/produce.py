@@ -21,6 +21,7 @@ from headwater.errors import (
     PartitionNotFoundError,
     RecordTooLargeError,
     RequestTooLargeError,
+    ServiceUnavailableError,
     StorageError,
     TopicNotFoundError,
     UnknownProducerIdError,
@@ -50,8 +51,14 @@ _REQUEST: tuple[type[HeadwaterError], ...] = (
     UnsupportedMediaTypeError,
     NotAcceptableError,
 )
-# A produce may create its topic first (BROKER_AUTO_CREATE_TOPICS), at the controller.
-_AUTO_CREATE: tuple[type[HeadwaterError], ...] = (InvalidTopicError, *models.AT_CONTROLLER)
+# A produce may create its topic first (BROKER_AUTO_CREATE_TOPICS), at the controller; before
+# that, one that reaches a broker closing (shutting down, or replaced by a process that took its
+# id) is refused, 503 50301, nothing written (a REST produce relays a leader's 50301 as well).
+_AUTO_CREATE: tuple[type[HeadwaterError], ...] = (
+    ServiceUnavailableError,
+    InvalidTopicError,
+    *models.AT_CONTROLLER,
+)
 _RECORDS: tuple[type[HeadwaterError], ...] = (
     *_REQUEST,
     *_AUTO_CREATE,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request, Response
 
 from headwater.errors import (
+    HeadwaterError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -43,6 +44,8 @@ _BODY = (
     UnsupportedMediaTypeError,
     InvalidRequestError,
 )
+# What every admin write with a JSON body can answer, before its own errors.
+_ADMIN_WRITE: tuple[type[HeadwaterError], ...] = (*_ANSWER, *_BODY, *models.AT_CONTROLLER)
 _PARTITION = (TopicNotFoundError, PartitionNotFoundError, InvalidRequestError)
 
 
@@ -52,9 +55,7 @@ _PARTITION = (TopicNotFoundError, PartitionNotFoundError, InvalidRequestError)
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
     responses=models.error_responses(
-        *_ANSWER,
-        *_BODY,
-        *models.AT_CONTROLLER,
+        *_ADMIN_WRITE,
         TopicAlreadyExistsError,
         InvalidTopicError,
         InvalidConfigError,
@@ -121,12 +122,7 @@ async def delete_topic(topic: models.TopicName, request: Request, broker: Broker
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
     responses=models.error_responses(
-        *_ANSWER,
-        *_BODY,
-        *models.AT_CONTROLLER,
-        TopicNotFoundError,
-        InvalidConfigError,
-        StorageError,
+        *_ADMIN_WRITE, TopicNotFoundError, InvalidConfigError, StorageError
     ),
     summary="Set and delete config overrides at once (42202 unknown key or bad value)",
 )
@@ -149,12 +145,7 @@ async def alter_configs(
     response_model=models.TopicDescription,
     dependencies=[JSONBodyDep],
     responses=models.error_responses(
-        *_ANSWER,
-        *_BODY,
-        *models.AT_CONTROLLER,
-        TopicNotFoundError,
-        InvalidPartitionsError,
-        StorageError,
+        *_ADMIN_WRITE, TopicNotFoundError, InvalidPartitionsError, StorageError
     ),
     summary="Grow the topic to `count` partitions in total (42203 unless larger)",
 )
@@ -217,9 +208,7 @@ def _reassignment(state: PartitionState) -> models.Reassignment:
     "/topics/{topic}/partitions/{partition}/reassignment",
     response_model=models.Reassignment,
     dependencies=[JSONBodyDep],
-    responses=models.error_responses(
-        *_ANSWER, *_BODY, *models.AT_CONTROLLER, *_PARTITION, InvalidReplicaAssignmentError
-    ),
+    responses=models.error_responses(*_ADMIN_WRITE, *_PARTITION, InvalidReplicaAssignmentError),
     summary="Move the partition to a new replica list (42206 unknown or repeated brokers); "
     "the replicas of before cancel a move in progress",
 )

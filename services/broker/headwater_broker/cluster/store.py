@@ -41,7 +41,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
@@ -75,6 +74,7 @@ from headwater_broker.cluster.state import (
     PartitionState,
     TopicState,
 )
+from headwater_kernel.sqlite import sqlite_engine
 
 log = logging.getLogger("headwater.broker.cluster")
 
@@ -619,26 +619,5 @@ def _engine(url: str, busy_timeout_ms: int, stall_timeout_ms: int) -> Engine:
     database = sa.engine.make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(
-        url, connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False}
-    )
-
-    @event.listens_for(engine, "connect")
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # pysqlite's own transaction handling is off so BEGIN IMMEDIATE below takes effect.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # FULL: a commit survives power loss. A lost commit could hand out an epoch twice.
-        cursor.execute("PRAGMA synchronous=FULL")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def on_begin(conn: Connection) -> None:
-        # Writers take the database lock up front: no lock upgrade, so no deadlock between them.
-        immediate = conn.get_execution_options().get("immediate", False)
-        conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
-            "BEGIN IMMEDIATE" if immediate else "BEGIN"
-        )
-
-    return engine
+    # synchronous=FULL: a commit survives power loss. A lost commit could hand out an epoch twice.
+    return sqlite_engine(url, busy_timeout_s=busy_timeout_ms / 1000, pragmas=("synchronous=FULL",))

@@ -106,6 +106,12 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def is_disk_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a write to the data directory that failed (a full or broken disk:
+    a StorageError caused by an OSError), rather than, say, a log closed under a request."""
+    return isinstance(error, StorageError) and isinstance(error.__cause__, OSError)
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -176,6 +182,8 @@ class PartitionLog:
             plog.segments.append(
                 Segment.open_closed(directory, base, next_base, config.index_interval_bytes)
             )
+        # A new first segment's name is made durable by the leader-epoch checkpoint's first
+        # write (rename, then fsync of this directory), which precedes the first append.
         active, active_headers = Segment.recover_active(
             directory, bases[-1], config.index_interval_bytes
         )

@@ -11,7 +11,9 @@ tried again after a back-off (the metadata moves the partition to another leader
 the replica manager moves it to that leader's fetcher); a partition whose answer says one side's
 view is stale (fenced or unknown epoch, not leader yet) is asked again after a back-off, until
 the replica manager hands it a new :class:`FollowerPartition`; one this broker cannot store
-(a storage error, a refused batch) is paused until then.
+(a storage error, a refused batch) is paused until then. A write that failed on the disk (full
+or broken) is also reported through ``on_disk_failure``, with which the broker takes its data
+directory offline, as a leader's failed append does.
 
 :func:`answer_fetch` is the leader's side of the same route, without a web framework: request
 bytes in, answer chunks out.
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
+from headwater_broker.log.partition import is_disk_failure
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader, serve_fetch
 from headwater_broker.replication.link import LeaderLink, LinkError
@@ -93,6 +96,7 @@ class ReplicaFetcher:
         partition_max_bytes: int = 1024 * 1024,
         backoff_s: float = 0.2,
         on_outcome: Callable[[FollowerPartition, ApplyOutcome], None] | None = None,
+        on_disk_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
@@ -104,6 +108,7 @@ class ReplicaFetcher:
         self.partition_max_bytes = partition_max_bytes
         self.backoff_s = backoff_s
         self.on_outcome = on_outcome
+        self.on_disk_failure = on_disk_failure
         self.partitions: dict[PartitionKey, _Followed] = {}
         self.rounds = 0  # answers applied (for tests and metrics)
         self._changed = asyncio.Event()
@@ -225,6 +230,8 @@ class ReplicaFetcher:
                 # until the replica manager sets it up again.
                 log.error("replicating %s-%d failed: %s", result.topic, result.partition, exc)
                 followed.paused = True
+                if is_disk_failure(exc) and self.on_disk_failure is not None:
+                    self.on_disk_failure(exc.message)
                 continue
             if outcome.needs_metadata or outcome.retry:
                 # Either side's metadata may be behind (a leader that has not taken the

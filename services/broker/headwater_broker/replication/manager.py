@@ -45,6 +45,7 @@ class Replication:
         is_active: Callable[[int], bool],
         isr_interval_s: float = 0.25,
         fetch_max_wait_ms: int = 500,
+        on_disk_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
@@ -53,6 +54,7 @@ class Replication:
         self.is_active = is_active
         self.isr_interval_s = isr_interval_s
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.on_disk_failure = on_disk_failure
         self.leaders: dict[Key, PartitionLeader] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.followed: dict[Key, tuple[int, int]] = {}  # -> (leader id, leader epoch)
@@ -160,6 +162,7 @@ class Replication:
                 leader_url=leader_url,
                 now_ms=self.now_ms,
                 max_wait_ms=self.fetch_max_wait_ms,
+                on_disk_failure=self.on_disk_failure,
             )
             self.fetchers[state.leader] = fetcher
             fetcher.start()

@@ -32,6 +32,15 @@ from headwater_registry.subjects import Page
 
 router = APIRouter(tags=["subjects"], default_response_class=RegistryJSON)
 
+_VERSION_READ = (
+    SubjectNotFoundError,
+    VersionNotFoundError,
+    *BAD_PARAMETER,
+    InvalidVersionError,
+    *READ_FAILED,
+)
+"""What reading one version (the whole answer or only its schema) can answer."""
+
 
 @router.get(
     "/subjects",
@@ -154,13 +163,7 @@ async def register(
     "/subjects/{subject:subject}/versions/{version}",
     summary="Get a version ('latest' or -1 for the newest)",
     response_model=models.SubjectVersion,
-    responses=models.errors(
-        SubjectNotFoundError,
-        VersionNotFoundError,
-        *BAD_PARAMETER,
-        InvalidVersionError,
-        *READ_FAILED,
-    ),
+    responses=models.errors(*_VERSION_READ),
 )
 async def get_version(
     registry: RegistryDep, subject: Subject, version: Version, deleted: Flag = False
@@ -172,13 +175,7 @@ async def get_version(
     "/subjects/{subject:subject}/versions/{version}/schema",
     summary="Get only the schema of a version",
     response_model=Any,
-    responses=models.errors(
-        SubjectNotFoundError,
-        VersionNotFoundError,
-        *BAD_PARAMETER,
-        InvalidVersionError,
-        *READ_FAILED,
-    ),
+    responses=models.errors(*_VERSION_READ),
 )
 async def get_version_schema(
     registry: RegistryDep, subject: Subject, version: Version, deleted: Flag = False

@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from headwater.registry.errors import StoreTimeoutError
+from headwater_kernel.sqlite import sqlite_engine
 from headwater_registry.store.queries import Transaction
 from headwater_registry.store.tables import MIGRATIONS, schema_migrations
 
@@ -126,26 +126,4 @@ def _lock_key(name: str) -> int:
 def _engine(url: str) -> Engine:
     if not url.startswith("sqlite"):
         return sa.create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
-    engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # pysqlite's own transaction handling is off so BEGIN IMMEDIATE below takes effect.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def on_begin(conn: Connection) -> None:
-        # Writers take the database lock up front: no lock upgrade, so no deadlock between them.
-        immediate = conn.get_execution_options().get("immediate", False)
-        # Straight to the driver: this runs for every transaction, and SQLAlchemy's statement
-        # machinery would cost more than SQLite's BEGIN itself.
-        conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
-            "BEGIN IMMEDIATE" if immediate else "BEGIN"
-        )
-
-    return engine
+    return sqlite_engine(url, busy_timeout_s=30, pragmas=("synchronous=NORMAL", "foreign_keys=ON"))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from headwater.errors import CorruptRecordError
 from headwater.records import Compression, compress, crc32c, decode_batch, encode_batch
+from headwater.records.encoder import RecordTuple
 from headwater.records.header import HEADER_SIZE, check_batch
 from headwater.records.plain import plain_section
 from headwater.records.uniform import first_record_end, is_uniform_section
@@ -303,3 +304,19 @@ def test_varying_layouts_are_proven_valid_column_wise(count: int) -> None:
     assert not section_is_valid(section, count + 1, TS)
     assert not section_is_valid(section + b"\x00", count, TS)
     check(encode_batch(records))
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c != Compression.NONE])
+def test_a_section_decompressing_past_the_cap_is_refused(codec: Compression) -> None:
+    records: list[RecordTuple] = [(None, os.urandom(100), [])] * 500
+    batch = encode_batch(records, compression=codec)
+    size = len(section_of(encode_batch(records)))
+    validate_records(batch, 0, check_batch(batch, 0, True), max_decompressed=size)
+    first = encode_batch([(None, b"v", [])])
+    body, pos = first + batch, len(first)
+    with pytest.raises(CorruptRecordError) as refused:
+        validate_records(body, pos, check_batch(body, pos, True), max_decompressed=size - 1)
+    assert str(refused.value) == (
+        f"batch at position {pos} decompresses to more than {size - 1} bytes, the cap on one "
+        "batch's records"
+    )

@@ -1,4 +1,7 @@
-"""Test support: real service processes on loopback ports, unique names, shared by every suite."""
+"""Test support: real service processes on loopback ports, unique names, shared by every suite.
+
+``tests.support.lazyfs`` adds a filesystem that loses unsynced writes, for power-loss tests.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 from headwater_kernel.local_service import ServiceProcess as _ServiceProcess
 from headwater_kernel.local_service import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["ROOT", "ServiceProcess", "free_port", "port_offset_with_free_ports", "unique"]
 

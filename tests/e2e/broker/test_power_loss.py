@@ -1,0 +1,65 @@
+"""One broker loses power (its data directory on tests/support/lazyfs.py, which keeps written
+data in memory until fsync): under ``BROKER_FSYNC=always`` every acknowledged record is still
+there; under ``never`` none is, since nothing of the one short segment was ever synced.
+
+The broker's metadata store (SQLite) lies outside the lazy disk: this is about the log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from headwater.records.batch import encode_batch
+from tests.e2e.broker.test_crash import BATCHES, read_all
+from tests.support import ServiceProcess, free_port, unique
+from tests.support.lazyfs import LazyMount
+
+pytestmark = [pytest.mark.e2e, pytest.mark.needs("root", "fuse")]
+
+BATCH_COUNT = 50
+
+
+def start_broker(tmp_path: Path, port: int, fsync: str) -> ServiceProcess:
+    env = {
+        "BROKER_PORT": str(port),
+        "BROKER_DATA_DIR": str(tmp_path / "data"),
+        "BROKER_METADATA_URL": f"sqlite:///{tmp_path / 'cluster.db'}",
+        "BROKER_FSYNC": fsync,
+    }
+    return ServiceProcess("headwater_broker", port, env, log_path=tmp_path / "broker.log").start()
+
+
+@pytest.mark.parametrize("fsync", ["always", "never"])
+def test_power_loss_keeps_acknowledged_records_only_under_fsync_always(
+    tmp_path: Path, fsync: str
+) -> None:
+    topic = unique("power")
+    port = free_port()
+    with LazyMount(tmp_path / "disk", tmp_path / "data", tmp_path / "lazyfs.log") as disk:
+        broker = start_broker(tmp_path, port, fsync)
+        acknowledged: list[bytes] = []
+        try:
+            with httpx.Client(base_url=broker.url, timeout=10) as client:
+                client.post("/topics", json={"name": topic}).raise_for_status()
+                for i in range(BATCH_COUNT):
+                    values = [f"{i}-{j}".encode() for j in range(5)]
+                    body = encode_batch([(None, v, []) for v in values])
+                    answer = client.post(
+                        f"/topics/{topic}/partitions/0/batches", content=body, headers=BATCHES
+                    )
+                    assert answer.status_code == 200, answer.text
+                    acknowledged.extend(values)
+            assert [v for _o, v in read_all(broker.url, topic)] == acknowledged
+        finally:
+            broker.kill()
+        disk.crash()
+        disk.mount()
+        broker = start_broker(tmp_path, port, fsync)
+        try:
+            stored = [v for _o, v in read_all(broker.url, topic)]
+        finally:
+            broker.stop()
+    assert stored == (acknowledged if fsync == "always" else [])
