@@ -184,6 +184,10 @@ class ReplicaFetcher:
                 send.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await send
+            elif not send.cancelled():
+                # Read its exception now: if we are being stopped, nobody reads it below and
+                # asyncio would report a failed fetch as "never retrieved".
+                send.exception()
         if send.cancelled():
             return
         try:
