@@ -89,6 +89,8 @@ def create_app(
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(NegotiatedJSON)  # outside BodyLimit: its 413s are negotiated too
+    # Outermost of the broker's own: follower fetches skip the REST routing and middlewares.
+    app.add_middleware(replication.ReplicaFetchPath, broker=broker)
     app.add_exception_handler(BrokerError, _broker_error)
     app.add_exception_handler(ServiceUnavailableError, _broker_error)
     app.include_router(cluster.router)

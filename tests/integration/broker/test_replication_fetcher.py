@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -73,7 +72,9 @@ async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> Asyn
     port = sock.getsockname()[1]
     # log_config=None and no log_level: uvicorn leaves the process's logging as the tests set it
     # (its defaults would stop "uvicorn" propagating and raise "uvicorn.error" to WARNING).
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
+    # A long poll whose follower went away is still parked when the test ends: do not wait it out.
+    config = uvicorn.Config(app, log_config=None, lifespan="off", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         for _ in range(200):
@@ -113,15 +114,18 @@ async def test_a_fetcher_copies_every_partition_and_drives_acks_all(tmp_path: Pa
         followers.append(
             FollowerPartition(open_log(tmp_path / f"follower-{p}", p), leader_id=1, leader_epoch=4)
         )
-    async with leader_server(leaders) as url, httpx.AsyncClient() as client:
+    async with leader_server(leaders) as url:
         fetcher = ReplicaFetcher(
             broker_id=2,
             broker_epoch=lambda: 3,
             leader_id=1,
             leader_url=url,
-            client=client,
             now_ms=lambda: NOW,
-            max_wait_ms=2000,
+            # Longer than the test waits for an answer: each acks=all append below is answered
+            # only if its append answers the parked fetch and the follower's next fetch, sent
+            # as soon as it applied the batch, moves the high watermark -- not the long poll's
+            # timer.
+            max_wait_ms=30_000,
         )
         fetcher.add(followers[0])
         fetcher.start()
@@ -170,13 +174,12 @@ async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
     await lead.append(body, list(iter_batches(body)), NOW, acks=1, timeout_s=1)
     stale = FollowerPartition(open_log(tmp_path / "follower"), leader_id=1, leader_epoch=5)
     outcomes: list[ApplyOutcome] = []
-    async with leader_server({("t", 0): lead}) as url, httpx.AsyncClient() as client:
+    async with leader_server({("t", 0): lead}) as url:
         fetcher = ReplicaFetcher(
             broker_id=2,
             broker_epoch=lambda: 1,
             leader_id=1,
             leader_url=url,
-            client=client,
             now_ms=lambda: NOW,
             backoff_s=0.05,
             on_outcome=lambda _f, o: outcomes.append(o),
@@ -194,19 +197,17 @@ async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
         finally:
             await fetcher.stop()
     # Nothing listens there any more: the fetcher keeps retrying without failing.
-    async with httpx.AsyncClient() as client:
-        fetcher = ReplicaFetcher(
-            broker_id=2,
-            broker_epoch=lambda: 1,
-            leader_id=1,
-            leader_url=url,
-            client=client,
-            now_ms=lambda: NOW,
-            backoff_s=0.01,
-        )
-        fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
-        fetcher.start()
-        await asyncio.sleep(0.1)
-        assert fetcher._task is not None
-        assert not fetcher._task.done()
-        await fetcher.stop()
+    fetcher = ReplicaFetcher(
+        broker_id=2,
+        broker_epoch=lambda: 1,
+        leader_id=1,
+        leader_url=url,
+        now_ms=lambda: NOW,
+        backoff_s=0.01,
+    )
+    fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
+    fetcher.start()
+    await asyncio.sleep(0.1)
+    assert fetcher._task is not None
+    assert not fetcher._task.done()
+    await fetcher.stop()

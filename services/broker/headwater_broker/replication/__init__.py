@@ -16,6 +16,7 @@ requests and apply the answers.
   them, the high watermark learnt from the leader.
 - ``fetcher.py`` -- a follower's fetcher task per leader broker (long-polls, applies, backs off),
   and ``answer_fetch``, the leader's side of the route without a web framework.
+- ``link.py`` -- the fetcher's one kept-alive HTTP/1.1 connection to its leader.
 - ``acks.py`` -- ``acks=all``: waits answered when the high watermark passes a batch, failed on
   leadership loss, timeout or a too small in-sync set.
 """

@@ -1,8 +1,9 @@
 """Follower fetcher tasks: one per leader broker, long-polling ``POST /replication/fetch``.
 
 A :class:`ReplicaFetcher` holds the :class:`FollowerPartition` of every partition this broker
-follows at one leader and runs one loop: build a request from them, send it (the leader holds it
-up to ``max_wait_ms`` until there is data), apply each partition's answer, repeat. Adding or
+follows at one leader and runs one loop: build a request from them, send it over its
+:class:`~.link.LeaderLink` (the leader holds it up to ``max_wait_ms`` until there is data), apply
+each partition's answer, repeat. Adding or
 removing a partition interrupts a request in flight, so a new follower starts copying at once.
 
 Failures never stop the loop: a leader that does not answer or answers with an error status is
@@ -26,12 +27,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import httpx
-
 from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
 from headwater_broker.log.partition import is_disk_failure
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader, serve_fetch
+from headwater_broker.replication.link import LeaderLink, LinkError
 from headwater_broker.replication.wire import (
     MEDIA_TYPE,
     FetchPartition,
@@ -91,7 +91,6 @@ class ReplicaFetcher:
         broker_epoch: Callable[[], int],
         leader_id: int,
         leader_url: str,
-        client: httpx.AsyncClient,
         now_ms: Callable[[], int],
         max_wait_ms: int = 500,
         partition_max_bytes: int = 1024 * 1024,
@@ -103,7 +102,7 @@ class ReplicaFetcher:
         self.broker_epoch = broker_epoch
         self.leader_id = leader_id
         self.leader_url = leader_url.rstrip("/")
-        self.client = client
+        self.link = LeaderLink(self.leader_url)
         self.now_ms = now_ms
         self.max_wait_ms = max_wait_ms
         self.partition_max_bytes = partition_max_bytes
@@ -138,6 +137,7 @@ class ReplicaFetcher:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.link.aclose()
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -184,11 +184,15 @@ class ReplicaFetcher:
                 send.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await send
+            elif not send.cancelled():
+                # Read its exception now: if we are being stopped, nobody reads it below and
+                # asyncio would report a failed fetch as "never retrieved".
+                send.exception()
         if send.cancelled():
             return
         try:
             results = send.result()
-        except (httpx.HTTPError, MalformedFetchResponseError, HeadwaterError) as exc:
+        except (LinkError, MalformedFetchResponseError, HeadwaterError) as exc:
             log.warning(
                 "replica fetch from broker %d at %s failed: %s",
                 self.leader_id,
@@ -201,15 +205,17 @@ class ReplicaFetcher:
 
     async def _send(self, request: ReplicaFetchRequest) -> list[PartitionResult]:
         timeout = request.max_wait_ms / 1000 + 10
-        answer = await self.client.post(
-            self.leader_url + FETCH_PATH,
-            content=request.to_json(),
-            headers={"content-type": "application/json", "accept": MEDIA_TYPE},
-            timeout=timeout,
+        status, body = await self.link.post(
+            FETCH_PATH,
+            request.to_json(),
+            content_type="application/json",
+            accept=MEDIA_TYPE,
+            timeout_s=timeout,
         )
-        if answer.status_code != 200:
-            raise HeadwaterError(f"HTTP {answer.status_code}: {answer.text[:300]}")
-        return decode_response(answer.content)
+        if status != 200:
+            text = body[:300].decode("utf-8", "replace")
+            raise HeadwaterError(f"HTTP {status}: {text}")
+        return decode_response(body)
 
     async def _apply(
         self, results: list[PartitionResult], chosen: dict[PartitionKey, _Followed]

@@ -160,7 +160,6 @@ class Replication:
                 broker_epoch=self.broker_epoch,
                 leader_id=state.leader,
                 leader_url=leader_url,
-                client=self.client,
                 now_ms=self.now_ms,
                 max_wait_ms=self.fetch_max_wait_ms,
                 on_disk_failure=self.on_disk_failure,
