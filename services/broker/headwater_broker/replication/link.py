@@ -1,12 +1,12 @@
 """A follower fetcher's HTTP/1.1 connection to one leader broker, kept alive between fetches.
 
 A fetcher sends one ``POST /replication/fetch`` at a time and reads its whole answer, so it needs
-neither a connection pool nor streaming: :class:`LeaderLink` holds one connection, writes a
-request with ``Content-Length`` and reads the answer by its ``Content-Length`` (or chunks). A
-general-purpose client spends several times more CPU per fetch than this (its pool, its
-cancellation scopes and its parser run for every request and every 64 KiB of body), and a
-follower fetches again after every answer, so that cost is paid per replicated batch under
-``acks=all`` (docs/cluster.md, "Replication", performance).
+neither a connection pool nor streaming: :class:`LeaderLink` holds one connection and lets h11
+(the HTTP/1.1 state machine under httpx and uvicorn) frame the request and parse the answer. A
+general-purpose client spends several times more CPU per fetch than this (its pool and its
+cancellation scopes run for every request), and a follower fetches again after every answer, so
+that cost is paid per replicated batch under ``acks=all`` (docs/cluster.md, "Replication",
+performance).
 
 Any failure -- refused or reset connection, timeout, malformed answer -- and a request cancelled
 part-way (the fetcher asks again when its partitions change) close the connection, so no answer
@@ -21,9 +21,10 @@ import contextlib
 import ssl
 from urllib.parse import urlsplit
 
-_MAX_HEADER_LINE = 64 * 1024
-_MAX_HEADERS = 100
-_READ_LIMIT = 1 << 20  # the stream's buffer: a fetch answer arrives in few, large reads
+import h11
+
+_READ_SIZE = 1 << 20  # a fetch answer arrives in few, large reads
+_MAX_HEAD = 64 * 1024  # status line and headers
 
 
 class LinkError(Exception):
@@ -45,6 +46,7 @@ class LeaderLink:
         self._host = parts.netloc
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._http: h11.Connection | None = None
 
     @property
     def connected(self) -> bool:
@@ -57,26 +59,35 @@ class LeaderLink:
         done = False
         try:
             async with asyncio.timeout(timeout_s):
-                reader, writer = await self._connection()
-                head = (
-                    f"POST {self.prefix}{path} HTTP/1.1\r\nhost: {self._host}\r\n"
-                    f"content-type: {content_type}\r\naccept: {accept}\r\n"
-                    f"content-length: {len(body)}\r\n\r\n"
+                reader, writer, http = await self._connection()
+                request = h11.Request(
+                    method="POST",
+                    target=f"{self.prefix}{path}",
+                    headers=[
+                        ("host", self._host),
+                        ("content-type", content_type),
+                        ("accept", accept),
+                        ("content-length", str(len(body))),
+                    ],
                 )
-                writer.write(head.encode("latin-1") + body)
+                writer.write(http.send(request) or b"")
+                writer.writelines(http.send_with_data_passthrough(h11.Data(data=body)) or ())
+                writer.write(http.send(h11.EndOfMessage()) or b"")
                 await writer.drain()
-                status, answer, keep_alive = await self._read_answer(reader)
+                status, answer = await _read_answer(reader, http)
             done = True
         except TimeoutError:
             where = f"{self.host}:{self.port}"
             raise LinkError(f"no answer from {where} within {timeout_s:.1f} s") from None
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+        except (OSError, h11.ProtocolError) as exc:
             raise LinkError(f"{self.host}:{self.port}: {exc!r}") from None
         finally:
             if not done:
                 self._drop()
-        if not keep_alive:
-            self._drop()
+        if http.our_state is h11.DONE and http.their_state is h11.DONE:
+            http.start_next_cycle()  # kept alive for the next fetch
+        else:
+            self._drop()  # the leader said "connection: close"
         return status, answer
 
     async def aclose(self) -> None:
@@ -88,75 +99,43 @@ class LeaderLink:
 
     # --- internals ------------------------------------------------------------------------------
 
-    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self._reader is None or self._writer is None or self._reader.at_eof():
+    async def _connection(
+        self,
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, h11.Connection]:
+        if (
+            self._reader is None
+            or self._writer is None
+            or self._http is None
+            or self._reader.at_eof()  # the leader closed the idle connection
+        ):
             self._drop()
             async with asyncio.timeout(self.connect_timeout_s):
                 self._reader, self._writer = await asyncio.open_connection(
-                    self.host,
-                    self.port,
-                    ssl=ssl.create_default_context() if self.tls else None,
-                    limit=_READ_LIMIT,
+                    self.host, self.port, ssl=ssl.create_default_context() if self.tls else None
                 )
-        return self._reader, self._writer
+            self._http = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        return self._reader, self._writer, self._http
 
     def _drop(self) -> None:
-        writer, self._reader, self._writer = self._writer, None, None
+        writer, self._reader, self._writer, self._http = self._writer, None, None, None
         if writer is not None:
             writer.close()
 
-    async def _read_answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
-        while True:
-            status, headers = await _read_head(reader)
-            if status >= 200:
-                break  # a 1xx (100 Continue) is followed by the real answer
-        keep_alive = "close" not in headers.get("connection", "").lower()
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            return status, await _read_chunked(reader), keep_alive
-        length = headers.get("content-length")
-        if length is None or not length.isdigit():
-            raise LinkError(f"answer {status} without a usable content-length: {length!r}")
-        return status, await reader.readexactly(int(length)), keep_alive
 
-
-async def _read_line(reader: asyncio.StreamReader) -> bytes:
-    line = await reader.readuntil(b"\r\n")
-    if len(line) > _MAX_HEADER_LINE:
-        raise LinkError(f"answer line of {len(line)} bytes")
-    return line[:-2]
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-    """The status line and headers (lower-cased names) of one answer."""
-    status_line = await _read_line(reader)
-    version, _, rest = status_line.partition(b" ")
-    code = rest[:3]
-    if not version.startswith(b"HTTP/1.") or not code.isdigit():
-        raise LinkError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
-    headers: dict[str, str] = {}
-    for _ in range(_MAX_HEADERS):
-        line = await _read_line(reader)
-        if not line:
-            return int(code), headers
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise LinkError(f"malformed header line: {line[:80]!r}")
-        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    raise LinkError(f"more than {_MAX_HEADERS} header lines")
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+async def _read_answer(reader: asyncio.StreamReader, http: h11.Connection) -> tuple[int, bytes]:
+    """The status and whole body of one answer (a 1xx before it is skipped)."""
+    status = 0
     parts: list[bytes] = []
     while True:
-        size_line = (await _read_line(reader)).split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise LinkError(f"bad chunk size {size_line[:20]!r}") from None
-        if size == 0:
-            while await _read_line(reader):  # trailers, up to the empty line
-                pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise LinkError("chunk not followed by CRLF")
+        event = http.next_event()
+        if event is h11.NEED_DATA:
+            http.receive_data(await reader.read(_READ_SIZE))  # b"": the leader closed
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.Data):
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return status, b"".join(parts)
+        elif isinstance(event, h11.ConnectionClosed):
+            raise LinkError("the leader closed the connection before answering")
+        # h11.InformationalResponse (100 Continue): the real answer follows.
