@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +338,44 @@ def test_producer_state_survives_clean_restart_and_crash(tmp_path: Path) -> None
     with pytest.raises(OutOfOrderSequenceError):
         append(again, batch(1, pid=3, epoch=0, seq=11))
     assert append(again, batch(1, pid=3, epoch=0, seq=10))[0].base_offset == 10
+
+
+def test_a_flush_returns_only_once_a_flush_in_flight_elsewhere_made_the_bytes_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under BROKER_FSYNC=always the group-commit sync runs in a worker thread while a roll on the
+    # event loop flushes the same segment: the roll must not go on (writing the producer snapshot
+    # and the next segment durably) before the closing segment's bytes are durable.
+    plog = open_log(tmp_path)
+    append(plog, batch(2))
+    segment = plog.active
+    real = os.fdatasync
+    in_flight, release = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    def fdatasync(fd: int) -> None:
+        if not in_flight.is_set():
+            in_flight.set()
+            release.wait(timeout=30)
+        real(fd)
+        events.append("synced")
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    worker = threading.Thread(target=segment.flush)
+    worker.start()
+    assert in_flight.wait(timeout=30)
+
+    def roll_flush() -> None:
+        segment.flush()
+        events.append("roll's flush done")
+
+    roll = threading.Thread(target=roll_flush)
+    roll.start()
+    roll.join(timeout=0.5)  # a flush that does not wait has returned by now
+    release.set()
+    worker.join(timeout=30)
+    roll.join(timeout=30)
+    assert events == ["synced", "roll's flush done"]
 
 
 def test_batches_larger_than_the_scan_chunk_are_found_and_read_whole(tmp_path: Path) -> None:

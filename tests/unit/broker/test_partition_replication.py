@@ -3,6 +3,7 @@ truncation, appends as a follower, a high watermark apart from the log end."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from headwater.records.batch import decode_batches, encode_batch, iter_batches
 from headwater.types import PartitionId
 from headwater_broker.log.leader_epoch import CHECKPOINT_FILE, EpochEntry
 from headwater_broker.log.partition import HIGH_WATERMARK_FILE, FsyncPolicy, PartitionLog
+from headwater_broker.replication.follower import FollowerPartition
 from headwater_broker.topic_config import TopicConfig
 
 pytestmark = pytest.mark.anyio
@@ -305,6 +307,24 @@ async def test_fsync_always_counts_only_synced_batches_as_the_local_end(tmp_path
     # So does the follower's: the fetch offset it reports next counts only synced batches.
     assert follower.local_end_offset == follower.log_end_offset == 5
     assert not follower.active.dirty
+
+
+async def test_a_follower_names_its_log_end_in_a_fetch_only_once_it_is_synced(
+    tmp_path: Path,
+) -> None:
+    # A former leader's append (or the apply of a fetcher replaced for a new leader) may still be
+    # syncing when the next fetch is built; the leader counts that fetch offset towards the high
+    # watermark, so it must name durable batches only.
+    plog = open_log(tmp_path, fsync="always")
+    appending = asyncio.create_task(lead(plog, 1, batch(2)))
+    while plog.log_end_offset == 0:
+        await asyncio.sleep(0)
+    assert plog.local_end_offset == 0  # written; its fdatasync has not run yet
+    follower = FollowerPartition(plog, leader_id=2, leader_epoch=2)
+    entry = await follower.durable_fetch_entry()
+    assert (entry.fetch_offset, plog.local_end_offset) == (2, 2)
+    assert not plog.active.dirty
+    await appending
 
 
 async def test_recovery_keeps_older_epochs_when_a_newer_one_wrote_nothing(tmp_path: Path) -> None:

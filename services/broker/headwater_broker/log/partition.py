@@ -377,6 +377,18 @@ class PartitionLog:
             await self._sync_until(written)
         return records
 
+    async def sync_written(self) -> None:
+        """Under ``BROKER_FSYNC=always``, return once every written batch is fdatasynced (at
+        once under the other policies).
+
+        A follower calls it before it reports its log end as its fetch offset: the leader counts
+        that offset towards the high watermark, so it must be durable. Batches written by an
+        apply or an append whose sync is still in flight -- a fetcher replaced for a new leader,
+        a leader's append when it becomes a follower -- are not yet.
+        """
+        if self.fsync == "always":
+            await self._sync_until(self.log_end_offset)
+
     async def _sync_until(self, offset: int) -> None:
         """Return once everything below ``offset`` is fdatasynced and counted as local end."""
         while self.local_end_offset < offset:

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import mmap
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,8 @@ class Segment:
         self._since_index = 0
         self._fd = -1
         self.dirty = False
+        # Held across an fdatasync: see flush.
+        self._flushing = threading.Lock()
 
     # --- opening -----------------------------------------------------------------------------
 
@@ -220,15 +223,24 @@ class Segment:
         self.dirty = True
 
     def flush(self) -> None:
-        """Make every appended byte durable (fdatasync)."""
-        if self.dirty and self._fd >= 0:
-            # Cleared first: bytes appended while fdatasync runs (another thread) set it again.
-            self.dirty = False
-            try:
-                os.fdatasync(self._fd)
-            except OSError:
-                self.dirty = True
-                raise
+        """Make every byte appended before this call durable (fdatasync).
+
+        Callable from several threads at once (a group-commit sync in a worker thread, a roll on
+        the event loop): a call made while another's fdatasync is in flight waits for it and then
+        syncs what that one may not cover. Without the wait, the second caller would see
+        ``dirty`` already cleared and return at once, before the bytes were durable -- a roll
+        would then make the next segment and the producer snapshot durable over a closed
+        segment whose tail a power loss can still take.
+        """
+        with self._flushing:
+            if self.dirty and self._fd >= 0:
+                # Cleared first: bytes appended while fdatasync runs set it again.
+                self.dirty = False
+                try:
+                    os.fdatasync(self._fd)
+                except OSError:
+                    self.dirty = True
+                    raise
 
     def truncate(self, position: int, interval: int) -> None:
         """Cut the file at ``position`` (a batch boundary), durably, and rebuild the indexes.

@@ -141,14 +141,22 @@ class ReplicaFetcher:
 
     # --- the loop ---------------------------------------------------------------------------
 
-    def _request(self) -> tuple[ReplicaFetchRequest, dict[PartitionKey, _Followed]]:
+    async def _request(self) -> tuple[ReplicaFetchRequest, dict[PartitionKey, _Followed]]:
         loop_now = asyncio.get_running_loop().time()
         chosen = {
             key: followed
             for key, followed in self.partitions.items()
             if not followed.paused and followed.retry_at <= loop_now
         }
-        entries = [f.follower.fetch_entry(self.partition_max_bytes) for f in chosen.values()]
+        entries = []
+        for key, followed in list(chosen.items()):
+            try:
+                entries.append(
+                    await followed.follower.durable_fetch_entry(self.partition_max_bytes)
+                )
+            except HeadwaterError as exc:
+                self._stop_copying(followed, key, exc)
+                del chosen[key]
         request = ReplicaFetchRequest(
             self.broker_id, self.broker_epoch(), entries, max_wait_ms=self.max_wait_ms
         )
@@ -168,7 +176,7 @@ class ReplicaFetcher:
     async def _round(self) -> None:
         """One request and its answer (or one wait when there is nothing to fetch)."""
         self._changed.clear()
-        request, chosen = self._request()
+        request, chosen = await self._request()
         if not chosen:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), self.backoff_s)
@@ -203,6 +211,14 @@ class ReplicaFetcher:
             return
         await self._apply(results, chosen)
 
+    def _stop_copying(self, followed: _Followed, key: PartitionKey, exc: HeadwaterError) -> None:
+        """A storage error or a refused batch: this replica stops copying the partition until
+        the replica manager sets it up again."""
+        log.error("replicating %s-%d failed: %s", key[0], key[1], exc)
+        followed.paused = True
+        if is_disk_failure(exc) and self.on_disk_failure is not None:
+            self.on_disk_failure(exc.message)
+
     async def _send(self, request: ReplicaFetchRequest) -> list[PartitionResult]:
         timeout = request.max_wait_ms / 1000 + 10
         status, body = await self.link.post(
@@ -230,12 +246,7 @@ class ReplicaFetcher:
             try:
                 outcome = await followed.follower.apply(result, self.now_ms())
             except HeadwaterError as exc:
-                # A storage error or a refused batch: this replica stops copying the partition
-                # until the replica manager sets it up again.
-                log.error("replicating %s-%d failed: %s", result.topic, result.partition, exc)
-                followed.paused = True
-                if is_disk_failure(exc) and self.on_disk_failure is not None:
-                    self.on_disk_failure(exc.message)
+                self._stop_copying(followed, key, exc)
                 continue
             if outcome.needs_metadata or outcome.retry:
                 # Either side's metadata may be behind (a leader that has not taken the

@@ -1,9 +1,9 @@
 """The follower's side of replication for one partition: what to ask, how to apply the answer.
 
 A :class:`FollowerPartition` exists while this broker follows a partition; the fetcher task of
-its leader builds each request from :meth:`FollowerPartition.fetch_entry` (fetch offset = the
-log end, last fetched epoch = the latest epoch in the leader-epoch checkpoint) and hands each
-partition's answer to :meth:`FollowerPartition.apply`:
+its leader builds each request from :meth:`FollowerPartition.durable_fetch_entry` (fetch offset =
+the log end, once durable; last fetched epoch = the latest epoch in the leader-epoch checkpoint)
+and hands each partition's answer to :meth:`FollowerPartition.apply`:
 
 - ``diverging {epoch, end_offset}`` -> truncate, as Kafka's ``getOffsetTruncationState``: when
   this log has that epoch, to the smaller of its own end of it and the leader's (done); when its
@@ -85,6 +85,16 @@ class FollowerPartition:
             plog.epochs.latest_epoch,
             max_bytes,
         )
+
+    async def durable_fetch_entry(
+        self, max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
+    ) -> FetchPartition:
+        """:meth:`fetch_entry` once the log end it names is durable (``PartitionLog.sync_written``):
+        the leader counts a fetch offset towards the high watermark, so under
+        ``BROKER_FSYNC=always`` it must name synced batches only, even while an earlier apply's
+        (or, for a former leader, an append's) fdatasync is still in flight."""
+        await self.plog.sync_written()
+        return self.fetch_entry(max_bytes)
 
     def truncation_target(self, diverging: Diverging) -> int:
         """Where to cut this log for the leader's ``diverging`` answer (Kafka's rules)."""
