@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from headwater import __version__
 from headwater_cli.endpoints import SERVICES
+from headwater_cli.topics import REQUEST_TIMEOUT
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; each sub-command's parser
 # sets ``func`` (taking the parsed namespace, returning an exit code).
@@ -28,9 +29,10 @@ COMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     variables = "\n".join(
-        f"  {s.variable:<24} {s.name} URL{'(s)' if s.several else ''} (default {s.default_url})"
+        f"  {s.variable:<29} {s.name} URL{'(s)' if s.several else ''} (default {s.default_url})"
         for s in SERVICES
     )
+    variables += f"\n  {REQUEST_TIMEOUT:<29} one request to the brokers, in ms (default 30000)"
     parser = argparse.ArgumentParser(
         prog="headwater",
         description="Headwater: a Kafka-style streaming platform over HTTP.",

@@ -34,7 +34,7 @@ def describe(bootstrap: str, timeout_s: float = 10.0) -> dict[str, Any]:
 
 def run_describe(args: argparse.Namespace) -> int:
     def body() -> int:
-        cluster = describe(args.bootstrap_server)
+        cluster = describe(args.bootstrap_server, args.request_timeout_ms / 1000)
         controller = cluster["controller"]
         who = "none" if controller["broker_id"] < 0 else f"broker {controller['broker_id']}"
         print(f"Cluster: {cluster['cluster_id']}")

@@ -19,12 +19,12 @@ from headwater_cli.endpoints import BROKERS, COORDINATOR, identify, misdirected
 from headwater_cli.groups import add_coordinator_argument
 from headwater_cli.produce import PROGRESS_INTERVAL
 from headwater_cli.reporting import run_reporting_errors
-from headwater_cli.topics import add_bootstrap_argument
+from headwater_cli.topics import add_bootstrap_argument, broker_config
 
 
 def topic_partitions(args: argparse.Namespace) -> list[int]:
     """The topic's partitions; a missing topic fails here, before any group is joined."""
-    with AdminClient({"bootstrap.servers": args.bootstrap_server}) as admin:
+    with AdminClient(broker_config(args)) as admin:
         return [p.partition for p in admin.describe_topic(args.topic).partitions]
 
 
@@ -47,8 +47,7 @@ def require_coordinator(urls: str) -> None:
 
 def make_consumer(args: argparse.Namespace, partitions: list[int]) -> Consumer:
     """The consumer for ``args``: a group member, or the given partitions from the flags' start."""
-    config: dict[str, object] = {
-        "bootstrap.servers": args.bootstrap_server,
+    config = broker_config(args) | {
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "max.poll.records": 5000,
     }

@@ -10,7 +10,7 @@ from typing import Any
 from headwater.admin import AdminClient
 from headwater.client.broker import PartitionReassignment
 from headwater.topic_partition import TopicPartition
-from headwater_cli.topics import add_bootstrap_argument, report
+from headwater_cli.topics import add_bootstrap_argument, broker_config, report
 
 
 def parse_replicas(text: str) -> list[int]:
@@ -40,7 +40,7 @@ def show(state: PartitionReassignment) -> None:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+    return AdminClient(broker_config(args))
 
 
 def run_reassign(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from headwater.message import Message
 from headwater.producer import Producer
-from headwater_cli.topics import add_bootstrap_argument, report
+from headwater_cli.topics import add_bootstrap_argument, broker_config, report
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress lines on stderr
 
@@ -39,8 +39,7 @@ class _Tally:
 def run(args: argparse.Namespace) -> int:
     def body() -> int:
         separator = args.key_separator.encode() if args.key_separator is not None else None
-        config: dict[str, object] = {
-            "bootstrap.servers": args.bootstrap_server,
+        config = broker_config(args) | {
             "compression.type": args.compression,
             "acks": args.acks,
             "linger.ms": args.linger_ms,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -10,10 +11,41 @@ from headwater.admin import AdminClient
 from headwater_cli.endpoints import BROKERS
 from headwater_cli.reporting import run_reporting_errors
 
+REQUEST_TIMEOUT = "HEADWATER_REQUEST_TIMEOUT_MS"
+"""The variable behind ``--request-timeout-ms`` (docs/settings.md)."""
+
 
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap-server``, shared by every command that talks to brokers."""
+    """``--bootstrap-server`` and ``--request-timeout-ms``, shared by every command that talks to
+    brokers."""
     BROKERS.add_argument(parser)
+    parser.add_argument(
+        "--request-timeout-ms",
+        type=_positive_ms,
+        # A string default goes through ``type`` too: a bad variable is a usage error.
+        default=os.environ.get(REQUEST_TIMEOUT) or "30000",
+        metavar="MS",
+        help="how long one request to the brokers may take, retries of an admin request "
+        f"included (default: ${REQUEST_TIMEOUT}, else 30000)",
+    )
+
+
+def broker_config(args: argparse.Namespace) -> dict[str, object]:
+    """The SDK client settings every broker command's clients start from."""
+    return {
+        "bootstrap.servers": args.bootstrap_server,
+        "request.timeout.ms": args.request_timeout_ms,
+    }
+
+
+def _positive_ms(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, 1 or more, got {text!r}")
+    return value
 
 
 def report(command: str, body: Callable[[], int], args: argparse.Namespace) -> int:
@@ -22,7 +54,7 @@ def report(command: str, body: Callable[[], int], args: argparse.Namespace) -> i
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+    return AdminClient(broker_config(args))
 
 
 def _parse_configs(items: list[str]) -> dict[str, str]:

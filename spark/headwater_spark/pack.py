@@ -11,6 +11,11 @@ The archive holds site-packages and a ``bin/python`` link to the base interprete
 need the same Python version at the same path (true for the project's images, where driver and
 executors run the ``headwater-spark`` image). It is cached by a digest of the project's
 sources and pyproject.toml: a second submit with nothing changed reuses it.
+
+Building costs what pip and gzip cost, so neither does work the archive throws away: pip does not
+byte-compile (``__pycache__`` is left out, executors compile on import), and gzip runs at its
+default level 6 (``COMPRESSLEVEL``): tarfile's default, 9, takes three times as long for an
+archive about 1% smaller (about 16 s against 51 s for this environment's ~320 MB).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SOURCES = ("headwater", "spark/headwater_spark", "spark/pyspark_headwater", "pyproject.toml")
+COMPRESSLEVEL = 6
 
 
 def executor_requirements(pyproject: Path) -> list[str]:
@@ -58,7 +64,7 @@ def build(out: Path, root: Path = ROOT, python: str = sys.executable) -> Path:
     with tempfile.TemporaryDirectory(prefix="headwater-pack-") as work:
         env = Path(work) / "environment"
         subprocess.run([python, "-m", "venv", str(env)], check=True)
-        pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
+        pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
         subprocess.run([*pip, *executor_requirements(root / "pyproject.toml")], check=True)
         # The project itself without its dependencies (no pyspark): a regular, non-editable
         # install, so pyspark_headwater is a real top-level module Spark's lookup finds.
@@ -66,7 +72,7 @@ def build(out: Path, root: Path = ROOT, python: str = sys.executable) -> Path:
         _relocate(env)
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(out.name + ".partial")
-        with tarfile.open(partial, "w:gz") as archive:
+        with tarfile.open(partial, "w:gz", compresslevel=COMPRESSLEVEL) as archive:
             for child in sorted(env.iterdir()):
                 archive.add(child, arcname=child.name)
         os.replace(partial, out)

@@ -32,7 +32,8 @@ ROUTERS = (
 
 def create_app(settings: RegistrySettings) -> FastAPI:
     """The registry app over the database at ``settings.database_url`` (migrated at start)."""
-    registry = Registry(SQLStore(settings.database_url), settings.default_compatibility)
+    store = SQLStore(settings.database_url, settings.write_attempts)
+    registry = Registry(store, settings.default_compatibility)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -137,7 +137,12 @@ def test_line_without_separator_fails_clearly(broker: ServiceProcess) -> None:
 
 
 def test_unreachable_broker_is_one_clear_line() -> None:
-    env = {**os.environ, "HEADWATER_BROKERS": f"http://127.0.0.1:{free_port()}"}
+    # The admin client retries a refused connection until the request timeout: 2 s, not 30.
+    env = {
+        **os.environ,
+        "HEADWATER_BROKERS": f"http://127.0.0.1:{free_port()}",
+        "HEADWATER_REQUEST_TIMEOUT_MS": "2000",
+    }
     result = subprocess.run(
         [sys.executable, "-m", "headwater_cli", "topics", "list"],
         capture_output=True,
@@ -207,8 +212,9 @@ def test_a_broker_url_that_reaches_another_service_says_so(
     port = free_port()
     env = {"REGISTRY_PORT": str(port), "REGISTRY_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"}
     with ServiceProcess("headwater_registry", port, env, log_path=tmp_path / "r.log") as registry:
-        # The user's mistake: the registry's port where the broker's belongs.
-        listed = headwater(registry, "topics", "list")
+        # The user's mistake: the registry's port where the broker's belongs. Its answers are
+        # retried until the request timeout (then the URL is checked): 5 s, not 30.
+        listed = headwater(registry, "topics", "list", "--request-timeout-ms", "5000")
         assert listed.returncode == 1
         assert listed.stderr.decode() == (
             f"headwater topics list: {registry.url} is not a Headwater broker: it is a Headwater "
@@ -241,7 +247,8 @@ def test_a_broker_url_that_reaches_no_headwater_service_says_so(tmp_path: Path) 
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "http.server did not start"
                 time.sleep(0.1)
-        env = {**os.environ, "HEADWATER_BROKERS": url}
+        # Its 404s are retried until the request timeout (then the URL is checked): 5 s, not 30.
+        env = {**os.environ, "HEADWATER_BROKERS": url, "HEADWATER_REQUEST_TIMEOUT_MS": "5000"}
         result = subprocess.run(
             [sys.executable, "-m", "headwater_cli", "topics", "describe", "orders"],
             capture_output=True,

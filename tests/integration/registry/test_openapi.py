@@ -247,8 +247,8 @@ def test_every_answer_is_documented_and_every_documented_error_is_given(
         assert code == call.code, (call, r.status_code, r.text[:300])
         seen.setdefault((call.method, call.template), set()).add(code)
     # The same operations over a store whose tables are gone: 50001 (reads) or 50002 (writes,
-    # which retry first) -- each documented.
-    broken = RegistrySettings(database_url=f"sqlite:///{tmp_path / 'broken.db'}")
+    # which retry first: twice here, not the default 30 that take 2.5 s each) -- each documented.
+    broken = RegistrySettings(database_url=f"sqlite:///{tmp_path / 'broken.db'}", write_attempts=2)
     with TestClient(create_app(broken), raise_server_exceptions=False) as client:
         with sqlite3.connect(tmp_path / "broken.db") as db:
             for table in ("schema_references", "subject_versions", "schemas", "configs", "modes"):

@@ -10,6 +10,7 @@ import pytest
 from headwater import __version__
 from headwater_cli import build_parser
 from headwater_cli.endpoints import BROKERS, COORDINATOR, REGISTRY, SERVICES, exports
+from headwater_cli.topics import REQUEST_TIMEOUT, broker_config
 
 # Every option that names a service URL, by command, and the service it reaches (validate's
 # options come from the Spark job; they must read the same variables).
@@ -100,3 +101,50 @@ def test_the_top_level_help_lists_the_variables(capsys: pytest.CaptureFixture[st
     for service in SERVICES:
         assert f"{service.variable}" in out
         assert service.default_url in out
+    assert f"{REQUEST_TIMEOUT}  one request to the brokers, in ms (default 30000)" in out
+
+
+def test_every_broker_command_takes_the_request_timeout_its_help_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(BROKERS.variable, "http://broker:1")
+    monkeypatch.setenv(REQUEST_TIMEOUT, "1234")
+    seen = set()
+    for path, parser in commands(build_parser()):
+        options = {o: a for a in parser._actions for o in a.option_strings}
+        if "--bootstrap-server" not in options:
+            continue
+        where = f"headwater {' '.join(path)}"
+        timeout = options.get("--request-timeout-ms")
+        assert timeout is not None, where
+        assert f"${REQUEST_TIMEOUT}" in (timeout.help or ""), where
+        assert "30000" in (timeout.help or ""), where
+        seen.add(path[0])
+    assert seen == {"topics", "cluster", "partitions", "produce", "consume"}
+    # What the clients are built with: the variable, else the default; the flag wins.
+    args = build_parser().parse_args(["topics", "list"])
+    assert broker_config(args) == {
+        "bootstrap.servers": "http://broker:1",
+        "request.timeout.ms": 1234,
+    }
+    args = build_parser().parse_args(["consume", "t", "--request-timeout-ms", "50"])
+    assert broker_config(args)["request.timeout.ms"] == 50
+    monkeypatch.delenv(REQUEST_TIMEOUT)
+    assert build_parser().parse_args(["produce", "t"]).request_timeout_ms == 30000
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "soon"])
+def test_a_request_timeout_that_is_not_a_positive_whole_number_is_a_usage_error(
+    given: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["topics", "list", "--request-timeout-ms", given])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: argument --request-timeout-ms: expected milliseconds, 1 or more, got {given!r}\n"
+    )
+    monkeypatch.setenv(REQUEST_TIMEOUT, given)  # the same from the variable
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["topics", "list"])
+    assert done.value.code == 2
+    assert f"got {given!r}" in capsys.readouterr().err

@@ -33,14 +33,17 @@ T = TypeVar("T")
 # What a concurrent writer can make a write transaction fail with (the unique fingerprint, a
 # serialization failure, a busy SQLite file): worth running again.
 _RETRYABLE = (IntegrityError, OperationalError)
-_RETRIES = 30
+WRITE_ATTEMPTS = 30
 
 
 class SQLStore:
     """Registry state in one SQL database: read transactions, serialised and retried writes."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, write_attempts: int = WRITE_ATTEMPTS) -> None:
+        if write_attempts < 1:
+            raise ValueError(f"write_attempts must be at least 1, got {write_attempts}")
         self.engine = _engine(url)
+        self.write_attempts = write_attempts
         self.is_postgres = self.engine.dialect.name == "postgresql"
         # SQLite allows one writer at a time; queueing this process's writers on a lock is far
         # cheaper than letting them spin in SQLite's sleeping busy handler. Other processes are
@@ -66,17 +69,19 @@ class SQLStore:
     def write(self, work: Callable[[Transaction], T], *subjects: str) -> T:
         """``work`` in a write transaction serialised against other writers of ``subjects``.
 
-        Run again when a concurrent writer made the transaction conflict; after ``_RETRIES``
-        attempts, :class:`StoreTimeoutError` (50002).
+        Run again when a concurrent writer made the transaction conflict; after
+        ``write_attempts`` attempts (about 2.5 s of pauses for the default 30),
+        :class:`StoreTimeoutError` (50002).
         """
-        for n in range(_RETRIES):
+        attempts = self.write_attempts
+        for n in range(attempts):
             try:
                 with self._locked(*subjects) as conn:
                     return work(Transaction(conn))
             except _RETRYABLE as e:
-                if n == _RETRIES - 1:
+                if n == attempts - 1:
                     raise StoreTimeoutError(
-                        f"Gave up after {_RETRIES} conflicting attempts: {e}"
+                        f"Gave up after {attempts} conflicting attempts: {e}"
                     ) from e
                 time.sleep(min(0.002 * (2**n), 0.1))
         raise AssertionError("unreachable")

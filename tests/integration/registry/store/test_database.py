@@ -8,7 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.exc import OperationalError
 
+from headwater.registry.errors import StoreTimeoutError
 from headwater_registry.registry import Registry
 from headwater_registry.schemas import SchemaInput
 from headwater_registry.store.database import SQLStore
@@ -89,4 +91,21 @@ def test_threads_registering_in_one_subject_get_distinct_gapless_versions(url: s
     assert sorted(ids) == list(range(1, 25))
     versions = registry.subjects.list_versions(subject, Page(), deleted=False, deleted_only=False)
     assert versions == list(range(1, 25))
+    store.close()
+
+
+def test_a_write_that_keeps_conflicting_gives_up_after_its_attempts(url: str) -> None:
+    store = SQLStore(url, write_attempts=3)
+    store.open()
+    tried: list[int] = []
+
+    def busy(tx: object) -> None:
+        tried.append(len(tried))
+        raise OperationalError("UPDATE counters", {}, Exception("database is locked"))
+
+    with pytest.raises(StoreTimeoutError, match="Gave up after 3 conflicting attempts"):
+        store.write(busy, unique("busy"))
+    assert tried == [0, 1, 2]
+    with pytest.raises(ValueError, match="write_attempts must be at least 1, got 0"):
+        SQLStore(url, write_attempts=0)
     store.close()
