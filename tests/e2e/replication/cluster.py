@@ -159,17 +159,29 @@ def replicas_identical(root: Path, topic: str, high_watermark: int) -> None:
     assert len(list(iter_batches(logs[0]))) > 0
 
 
-def create_topic(cluster: Cluster, topic: str) -> None:
-    created = httpx.post(
-        f"{cluster.url(0)}/topics",
-        json={
-            "name": topic,
-            "partitions": 1,
-            "replication_factor": 3,
-            "configs": {"min.insync.replicas": "2", "segment.bytes": "4000"},
-        },
-        timeout=10,
-    )
+# min ISR 2 of 3, and 4000-byte segments so that a test's load rolls several of them.
+TOPIC_CONFIGS = {"min.insync.replicas": "2", "segment.bytes": "4000"}
+
+
+def create_topic(
+    cluster: Cluster,
+    topic: str,
+    *,
+    replica_assignment: list[list[int]] | None = None,
+    configs: dict[str, str] | None = None,
+    via: int = 0,
+) -> None:
+    """One partition on three replicas placed by the controller (or ``replica_assignment``),
+    with :data:`TOPIC_CONFIGS` unless ``configs`` says otherwise; returns once it has a leader."""
+    body: dict[str, object] = {
+        "name": topic,
+        "configs": TOPIC_CONFIGS if configs is None else configs,
+    }
+    if replica_assignment is None:
+        body |= {"partitions": 1, "replication_factor": 3}
+    else:
+        body["replica_assignment"] = replica_assignment
+    created = httpx.post(f"{cluster.url(via)}/topics", json=body, timeout=30)
     assert created.status_code == 201, created.text
     wait_for(lambda: cluster.leader(topic) >= 0, 30, "a leader")
 

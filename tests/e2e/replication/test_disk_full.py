@@ -28,6 +28,7 @@ from tests.e2e.replication.cluster import (
     Reader,
     acknowledge_more,
     check_after_healing,
+    create_topic,
     replicas_identical,
     start_three,
     wait_for,
@@ -77,16 +78,7 @@ def test_a_full_disk_moves_the_leadership_and_loses_no_acknowledged_record(
     with tmpfs(data_dir):
         try:
             start_three(cluster)
-            created = httpx.post(
-                f"{cluster.url(0)}/topics",
-                json={
-                    "name": topic,
-                    "replica_assignment": [[FULL, 1, 2]],
-                    "configs": {"min.insync.replicas": "2", "segment.bytes": "4000"},
-                },
-                timeout=10,
-            )
-            assert created.status_code == 201, created.text
+            create_topic(cluster, topic, replica_assignment=[[FULL, 1, 2]])
             wait_for(lambda: cluster.leader(topic) == FULL, 30, f"broker {FULL} leading")
             producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
             load = Producer(cluster, topic, producer, retry_storage_errors=True)
@@ -132,16 +124,7 @@ def test_a_full_follower_disk_takes_the_follower_offline_and_loses_nothing(
     with tmpfs(data_dir):
         try:
             start_three(cluster)
-            created = httpx.post(
-                f"{cluster.url(0)}/topics",
-                json={
-                    "name": topic,
-                    "replica_assignment": [[0, FOLLOWER, 2]],
-                    "configs": {"min.insync.replicas": "2", "segment.bytes": "4000"},
-                },
-                timeout=10,
-            )
-            assert created.status_code == 201, created.text
+            create_topic(cluster, topic, replica_assignment=[[0, FOLLOWER, 2]])
             wait_for(lambda: isr(cluster, topic) == [0, 1, 2], 30, "every replica in sync")
             producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
             load = Producer(cluster, topic, producer)

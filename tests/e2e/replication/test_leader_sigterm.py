@@ -16,13 +16,13 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from headwater.producer import Producer
 from tests.e2e.replication.cluster import (
     Cluster,
     check_acknowledged,
+    create_topic,
     read_values,
     replicas_identical,
     start_three,
@@ -103,17 +103,7 @@ def test_sigterm_of_the_leader_fails_no_send(tmp_path: Path) -> None:
     topic = unique("sigterm")
     try:
         start_three(cluster)
-        created = httpx.post(
-            f"{cluster.url(0)}/topics",
-            json={
-                "name": topic,
-                "partitions": 1,
-                "replication_factor": 3,
-                "configs": {"min.insync.replicas": "2", "segment.bytes": "4000"},
-            },
-            timeout=10,
-        )
-        assert created.status_code == 201, created.text
+        create_topic(cluster, topic)
         described = cluster.describe(topic)
         assert described is not None
         preferred = described["replicas"][0]["broker"]  # type: ignore[index]

@@ -144,18 +144,7 @@ def test_power_loss_under_fsync_never_loses_acknowledged_records(tmp_path: Path)
             # (headwater_broker.log.partition: PartitionLog._roll, close and truncation), so with
             # the default segment.bytes (1 GiB) and no leadership change, nothing produced is
             # ever synced: every acknowledged record is lost, exactly.
-            created = httpx.post(
-                f"{cluster.url(0)}/topics",
-                json={
-                    "name": topic,
-                    "partitions": 1,
-                    "replication_factor": 3,
-                    "configs": {"min.insync.replicas": "2"},
-                },
-                timeout=10,
-            )
-            assert created.status_code == 201, created.text
-            wait_for(lambda: cluster.leader(topic) >= 0, 30, "a leader")
+            create_topic(cluster, topic, configs={"min.insync.replicas": "2"})
             producer = httpx.post(f"{cluster.url(0)}/producers", json={}, timeout=10).json()
             load = Producer(cluster, topic, producer)
             load.start()

@@ -27,6 +27,7 @@ from headwater.message import Message
 from tests.e2e.replication.cluster import (
     Cluster,
     check_acknowledged,
+    create_topic,
     read_values,
     start_three,
     wait_for,
@@ -112,16 +113,7 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
     load: SdkLoad | None = None
     try:
         start_three(cluster)
-        created = httpx.post(
-            f"{cluster.url(1)}/topics",
-            json={
-                "name": topic,
-                "replica_assignment": [[0, 1]],
-                "configs": {"min.insync.replicas": "2", "segment.bytes": "4000"},
-            },
-            timeout=30,
-        )
-        assert created.status_code == 201, created.text
+        create_topic(cluster, topic, replica_assignment=[[0, 1]], via=1)
         wait_for(lambda: isr(cluster, topic) == [0, 1], 60, "ISR [0, 1]")
 
         bootstrap = ",".join(cluster.url(b) for b in range(3))

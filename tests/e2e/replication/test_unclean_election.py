@@ -20,7 +20,14 @@ import pytest
 
 from headwater.records.batch import encode_batch
 from headwater_broker.log.partition import HIGH_WATERMARK_FILE
-from tests.e2e.replication.cluster import BATCHES, Cluster, read_values, start_three, wait_for
+from tests.e2e.replication.cluster import (
+    BATCHES,
+    Cluster,
+    create_topic,
+    read_values,
+    start_three,
+    wait_for,
+)
 from tests.support import unique
 
 pytestmark = pytest.mark.e2e
@@ -59,19 +66,12 @@ def test_an_unclean_election_logs_and_counts_the_committed_records_it_loses(
     topic = unique("unclean")
     try:
         start_three(cluster)
-        created = httpx.post(
-            f"{cluster.url(0)}/topics",
-            json={
-                "name": topic,
-                "replica_assignment": [[0, 1]],
-                "configs": {
-                    "min.insync.replicas": "1",
-                    "unclean.leader.election.enable": "true",
-                },
-            },
-            timeout=10,
+        create_topic(
+            cluster,
+            topic,
+            replica_assignment=[[0, 1]],
+            configs={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
         )
-        assert created.status_code == 201, created.text
         wait_for(lambda: cluster.leader(topic) == 0, 30, "broker 0 leading")
         produce(cluster, 0, topic, [f"both-{i}" for i in range(BEFORE)])
 
