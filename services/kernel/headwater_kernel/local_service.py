@@ -7,6 +7,7 @@ command is exercised as a plain process everywhere.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,17 +28,37 @@ _handed_out_lock = threading.Lock()
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, and that no earlier call in
-    this process returned: the kernel may offer a port again as soon as its probe socket closes,
-    so two services set up one after the other could otherwise be given the same port."""
+    this process returned.
+
+    Taken below the kernel's ephemeral range where the system says what that is (Linux), so the
+    port cannot be handed to some process's outgoing connection between this probe and the
+    service's own bind -- with many clients connecting, that happened. Elsewhere the kernel picks
+    one (port 0). A port is never returned twice: the kernel may offer a port again as soon as its
+    probe socket closes, so two services set up one after the other could otherwise share it.
+    """
+    low, high = _below_ephemeral()
     for _ in range(1000):
+        candidate = random.randint(low, high) if high > low else 0
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue  # in use: try another
             port: int = s.getsockname()[1]
         with _handed_out_lock:
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port
     raise RuntimeError("no free port left that was not handed out already")
+
+
+def _below_ephemeral() -> tuple[int, int]:
+    """Ports from 20000 up to the start of the ephemeral range, or (0, 0) when it is unknown."""
+    try:
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return (20000, first - 1) if first > 21000 else (0, 0)
 
 
 class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
