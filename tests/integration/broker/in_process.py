@@ -3,12 +3,16 @@ broker's integration tests send it."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
+from starlette.types import ASGIApp
 
 from headwater_broker.app import create_app
 from headwater_broker.broker import Broker
@@ -36,3 +40,30 @@ async def broker(data_dir: Path, **settings: Any) -> AsyncIterator[httpx.AsyncCl
     """A client of a broker app over ``data_dir``, for tests that need only its HTTP API."""
     async with broker_app(data_dir, **settings) as (_domain, client):
         yield client
+
+
+@asynccontextmanager
+async def http_server(app: ASGIApp) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on a loopback port of its own; yields its base URL.
+
+    log_config=None and no log_level: uvicorn leaves the process's logging as the tests set it
+    (its defaults would stop "uvicorn" propagating and raise "uvicorn.error" to WARNING). A long
+    poll still parked when the test ends is not waited out (timeout_graceful_shutdown=1).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, lifespan="off", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        sock.close()

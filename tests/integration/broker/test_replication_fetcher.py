@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -25,6 +23,7 @@ from headwater_broker.replication.follower import ApplyOutcome, FollowerPartitio
 from headwater_broker.replication.leader import PartitionLeader
 from headwater_broker.replication.wire import MEDIA_TYPE
 from headwater_broker.topic_config import TopicConfig
+from tests.integration.broker.in_process import http_server
 from tests.unit.broker.replication_sim import NOW, log_bytes, log_values, values_batch
 
 pytestmark = pytest.mark.anyio
@@ -66,26 +65,8 @@ async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> Asyn
         return StreamingResponse(stream(), media_type=MEDIA_TYPE)
 
     app = Starlette(routes=[Route(FETCH_PATH, fetch, methods=["POST"])])
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    # log_config=None and no log_level: uvicorn leaves the process's logging as the tests set it
-    # (its defaults would stop "uvicorn" propagating and raise "uvicorn.error" to WARNING).
-    # A long poll whose follower went away is still parked when the test ends: do not wait it out.
-    config = uvicorn.Config(app, log_config=None, lifespan="off", timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
-        sock.close()
+    async with http_server(app) as url:
+        yield url
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 10) -> None:

@@ -4,18 +4,17 @@ sends them, a raw socket server for the broken ones no HTTP server sends."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from headwater_broker.replication.link import LeaderLink, LinkError
+from tests.integration.broker.in_process import http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -25,27 +24,6 @@ BODY = bytes(range(256)) * 4096  # 1 MiB: many socket reads
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def http_server(routes: list[Route]) -> AsyncIterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(Starlette(routes=routes), log_config=None, lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
-        sock.close()
 
 
 @asynccontextmanager
@@ -106,7 +84,7 @@ async def test_answers_by_length_and_by_chunks_on_one_kept_alive_connection() ->
         return StreamingResponse(parts(), status_code=409)
 
     routes = [Route("/echo", echo, methods=["POST"]), Route("/chunked", chunked, methods=["POST"])]
-    async with http_server(routes) as url:
+    async with http_server(Starlette(routes=routes)) as url:
         link = LeaderLink(url)
         try:
             for i in range(3):
@@ -139,7 +117,7 @@ async def test_a_cancelled_request_closes_the_connection_and_the_next_one_connec
             await slow.wait()
         return Response(b"ok")
 
-    async with http_server([Route("/", answer, methods=["POST"])]) as url:
+    async with http_server(Starlette(routes=[Route("/", answer, methods=["POST"])])) as url:
         link = LeaderLink(url)
         try:
             pending = asyncio.create_task(
