@@ -58,7 +58,7 @@ async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> Asyn
         except HeadwaterError as exc:
             return Response(str(exc.to_body()), status_code=exc.http_status)
 
-        async def stream() -> AsyncIterator[bytes]:
+        async def stream() -> AsyncIterator[bytes | memoryview]:
             for chunk in chunks:
                 yield chunk
 

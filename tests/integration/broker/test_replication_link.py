@@ -21,9 +21,10 @@ pytestmark = pytest.mark.anyio
 BODY = bytes(range(256)) * 4096  # 1 MiB: many socket reads
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+@pytest.fixture(params=[False, True], ids=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, bool]]:
+    """Both event loops: brokers serve (and fetch) under uvloop, whose transports differ."""
+    return "asyncio", {"use_uvloop": request.param}
 
 
 @asynccontextmanager

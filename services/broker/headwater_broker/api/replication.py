@@ -80,18 +80,21 @@ class ReplicaFetchPath:
         except HeadwaterError as exc:
             await error_response(exc)(scope, receive, send)
             return
-        answer = b"".join(chunks)
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
                 "headers": [
                     (b"content-type", _MEDIA_TYPE),
-                    (b"content-length", b"%d" % len(answer)),
+                    (b"content-length", b"%d" % sum(len(chunk) for chunk in chunks)),
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": answer})
+        # Chunk by chunk: each partition's batches go to the socket as read, not copied into
+        # one buffer first.
+        last = len(chunks) - 1
+        for i, chunk in enumerate(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": i < last})
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from headwater.errors import (
 from headwater.records.batch import (
     HEADER_SIZE,
     BatchHeader,
+    Buffer,
     decode_batch,
     iter_batches,
     parse_header,
@@ -343,7 +344,7 @@ class PartitionLog:
         """Record that ``epoch`` starts at the log end (a replica becoming leader, as Kafka's)."""
         self._assign_epoch(epoch, self.log_end_offset)
 
-    async def append_as_follower(self, data: bytes, now_ms: int) -> int:
+    async def append_as_follower(self, data: Buffer, now_ms: int) -> int:
         """Append a leader's batches as it stored them; return how many records were appended.
 
         Offsets and leader epochs are kept; the first batch must start at the log end and each
@@ -354,7 +355,7 @@ class PartitionLog:
         """
         if not data:
             return 0
-        buf = bytearray(data)
+        buf = data  # written as it is: a follower stamps nothing into its batches
         batches = list(iter_batches(buf))
         async with self.lock:
             if self.closed:
@@ -458,7 +459,7 @@ class PartitionLog:
 
     def _write(
         self,
-        buf: bytearray,
+        buf: Buffer,
         batches: list[tuple[int, BatchHeader]],
         writes: list[tuple[int, int, int]],
         now_ms: int,
@@ -468,8 +469,11 @@ class PartitionLog:
     ) -> None:
         """Stamp offsets into ``buf`` and write it in as few ``pwritev`` calls as segments allow.
 
-        A ``follower`` write keeps the batches as they are and records their leader epochs.
+        A ``follower`` write keeps the batches as they are (``buf`` may then be read-only) and
+        records their leader epochs; any other write needs a ``bytearray`` to stamp.
         """
+        if not follower and not isinstance(buf, bytearray):
+            raise TypeError("a leader's append stamps its batches: pass a bytearray")
         config = self.config
         view = memoryview(buf)
         if self.active.size and now_ms - self.active.created_ms > config.segment_ms:
@@ -497,7 +501,7 @@ class PartitionLog:
                 self._roll(now_ms)
             if follower:
                 self._assign_epoch(header.partition_leader_epoch, base)
-            else:
+            elif isinstance(buf, bytearray):  # always, checked above
                 set_base_offset(buf, pos, base)
                 if leader_epoch >= 0:
                     set_partition_leader_epoch(buf, pos, leader_epoch)

@@ -53,7 +53,7 @@ async def answer_fetch(
     leader_for: Callable[[str, int], PartitionLeader | None],
     leader_hint: Callable[[str, int], NotLeaderOrFollowerError],
     now_ms: Callable[[], int],
-) -> list[bytes]:
+) -> list[bytes | memoryview]:
     """The leader's answer to a ``POST /replication/fetch`` body, as chunks to send.
 
     Raises MalformedRequestError (400) for a bad body; every per-partition problem is in the

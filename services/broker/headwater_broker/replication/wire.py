@@ -181,7 +181,8 @@ class PartitionResult:
     log_start_offset: int = -1
     log_end_offset: int = -1
     diverging: Diverging | None = None
-    records: bytes = field(default=b"", repr=False)
+    # A view into the answer's body on the follower's side (appended without a copy).
+    records: bytes | memoryview = field(default=b"", repr=False)
 
     def table_entry(self) -> dict[str, Any]:
         return {
@@ -206,10 +207,10 @@ class MalformedFetchResponseError(ValueError):
     """A replica-fetch answer that does not follow the format (a follower drops it)."""
 
 
-def encode_response(results: list[PartitionResult]) -> list[bytes]:
+def encode_response(results: list[PartitionResult]) -> list[bytes | memoryview]:
     """The answer as chunks to send in order (batches are not copied into one buffer)."""
     table = orjson.dumps({"partitions": [r.table_entry() for r in results]})
-    chunks = [_LENGTH.pack(len(table)), table]
+    chunks: list[bytes | memoryview] = [_LENGTH.pack(len(table)) + table]
     chunks.extend(r.records for r in results if r.records)
     return chunks
 
@@ -249,7 +250,7 @@ def decode_response(body: bytes) -> list[PartitionResult]:
                     int(entry["log_start_offset"]),
                     int(entry["log_end_offset"]),
                     None if div is None else Diverging(int(div["epoch"]), int(div["end_offset"])),
-                    bytes(view[pos : pos + size]),
+                    view[pos : pos + size],
                 )
             )
             pos += size
