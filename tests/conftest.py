@@ -6,12 +6,17 @@ A test that needs Redis, PostgreSQL, Java (Spark), root, FUSE or docker-compose 
 ``postgres_url`` fixtures do; the ``spark`` marker implies ``needs("java")``). On a laptop
 without it the test is skipped, with the reason; when ``CI=true`` it fails instead, since
 ``.ci/run`` provides all of them and a skip there would hide a broken machine.
+
+Every JVM the tests start (the Spark suite's session, and the jobs, demo and spark-submit runs it
+starts as processes, which inherit the environment) gets the start-up flags of
+``SPARK_TEST_JVM_OPTIONS``, set once per run by ``pytest_configure``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import socket
 from collections.abc import Callable, Iterator
@@ -92,6 +97,41 @@ def require(what: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{message}; CI=true, where .ci/run provides it, so this fails", pytrace=False)
     pytest.skip(message)
+
+
+# A test's JVM lives for seconds: compiling with C1 only (no C2 tier) and the serial collector
+# (no G1 threads and regions to set up) start Spark sooner, and tests never run long enough for
+# C2's faster code to pay back its compile time.
+SPARK_TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# The variables Spark's scripts put on its java command lines: SPARK_SUBMIT_OPTS on the JVM that
+# runs the driver (and in local mode the executors), SPARK_LAUNCHER_OPTS on the short one that
+# computes that command line (bin/spark-class).
+SPARK_JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS")
+_SELECTS_GC = re.compile(r"^-XX:\+Use\w*GC$")
+
+
+def _setting(option: str) -> str:
+    """What a JVM option sets: the collector for any -XX:+Use...GC (the JVM refuses two), else
+    the option's name."""
+    if _SELECTS_GC.match(option):
+        return "garbage collector"
+    return option.split("=", 1)[0]
+
+
+def with_jvm_options(existing: str, options: tuple[str, ...]) -> str:
+    """``existing`` with ``options`` appended, except those setting what ``existing`` already
+    sets (a user's own collector or tier stays theirs)."""
+    taken = {_setting(option) for option in existing.split()}
+    added = [option for option in options if _setting(option) not in taken]
+    return " ".join([existing, *added]) if existing.strip() else " ".join(added)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the JVMs tests start cheaper start-up flags, before any test starts one."""
+    for variable in SPARK_JVM_OPTION_VARIABLES:
+        os.environ[variable] = with_jvm_options(
+            os.environ.get(variable, ""), SPARK_TEST_JVM_OPTIONS
+        )
 
 
 @pytest.hookimpl(tryfirst=True)

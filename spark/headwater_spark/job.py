@@ -32,7 +32,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from headwater.types import Offset, PartitionId
 from headwater_spark.files import HadoopFiles
@@ -148,10 +148,35 @@ def resolve_expectation(resolver: SchemaResolver, config: JobConfig, part: str) 
     return Expectation("value", c.naming_strategy, by_name=by_name)
 
 
+@dataclass(frozen=True)
+class ExpectedSchemas:
+    """What every record is checked against, read from the registry before Spark starts.
+
+    Needs no Spark session (the ``data`` column's type is built in Python), so the command line
+    resolves it first: a subject the registry does not have, or a registry that does not answer,
+    fails the run in about a second instead of after the JVM has started.
+    """
+
+    value: Expectation
+    key: Expectation | None = None
+    data_type: DataType | None = None  # the Parquet output's ``data`` column; None without one
+
+    @classmethod
+    def resolve(cls, config: JobConfig) -> ExpectedSchemas:
+        """The registry's typed error (e.g. ``SubjectNotFoundError``) or httpx's if absent."""
+        resolver = SchemaResolver.of(config.registry)
+        value = resolve_expectation(resolver, config, "value")
+        key = resolve_expectation(resolver, config, "key") if config.validate_keys else None
+        return cls(value, key, value.data_type(resolver) if config.output_path else None)
+
+
 class ValidationJob:
     """One configured run (batch or streaming) against one Spark session."""
 
-    def __init__(self, spark: SparkSession, config: JobConfig) -> None:
+    def __init__(
+        self, spark: SparkSession, config: JobConfig, expected: ExpectedSchemas | None = None
+    ) -> None:
+        """``expected`` as :meth:`ExpectedSchemas.resolve` gives it; resolved here when None."""
         self.spark = spark
         self.config = config
         self.files = HadoopFiles(spark)
@@ -164,10 +189,11 @@ class ValidationJob:
         )
         # The job's fused read path (a run with no record outputs); idempotent per session.
         spark.dataSource.register(HeadwaterVerdictSource)
-        resolver = SchemaResolver.of(config.registry)
-        self.value = resolve_expectation(resolver, config, "value")
-        self.key = resolve_expectation(resolver, config, "key") if config.validate_keys else None
-        self.data_type = self.value.data_type(resolver) if config.output_path else None
+        if expected is None:
+            expected = ExpectedSchemas.resolve(config)
+        self.value = expected.value
+        self.key = expected.key
+        self.data_type = expected.data_type
 
     @property
     def _has_record_outputs(self) -> bool:

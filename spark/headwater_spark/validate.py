@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 if __name__ == "__main__" and not __package__:
@@ -137,8 +138,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the job the arguments describe; print the summary table; 0 on success."""
-    from headwater_spark.job import JobConfig, ValidationJob
+    """Run the job the arguments describe; print the summary table; 0 on success.
+
+    The expected schemas are read from the registry before Spark starts, so a subject the
+    registry does not have, or a registry that does not answer, raises in about a second, without
+    a JVM (run under spark-submit, the JVM is already up; the SparkContext is still not built).
+    """
+    from headwater_spark.job import ExpectedSchemas, JobConfig, ValidationJob
     from headwater_spark.schemas import NamingStrategy
     from headwater_spark.session import build_session
 
@@ -157,7 +163,6 @@ def run(args: argparse.Namespace) -> int:
     if master is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         master = "local[*]"  # not under spark-submit, which passes its own --master
     conf = dict(item.split("=", 1) for item in args.conf)
-    spark = build_session(master, extra_conf=conf)
     config = JobConfig(
         brokers=[b.strip() for b in args.brokers.split(",") if b.strip()],
         registry=args.registry,
@@ -184,9 +189,13 @@ def run(args: argparse.Namespace) -> int:
         timeout_seconds=args.timeout,
         max_records_per_trigger=args.max_records_per_trigger,
         max_records_per_partition=args.max_records_per_partition,
-        min_partitions=args.min_partitions or spark.sparkContext.defaultParallelism,
+        min_partitions=args.min_partitions,
     )
-    job = ValidationJob(spark, config)
+    expected = ExpectedSchemas.resolve(config)
+    spark = build_session(master, extra_conf=conf)
+    if not config.min_partitions:
+        config = replace(config, min_partitions=spark.sparkContext.defaultParallelism)
+    job = ValidationJob(spark, config, expected)
     summary = job.run_stream() if config.streaming else job.run_batch()
     print(summary.table())
     failure = summary.gate_failure
