@@ -1,12 +1,14 @@
 """Replication cost on a three-broker cluster, measured in one run and printed side by side.
 
 * **ingest** of 100-byte records in pre-encoded batches (1000 records a batch, 4 batches a
-  request, 4 partitions, 5 requests in flight per partition -- a Kafka producer's default
-  ``max.in.flight.requests.per.connection``, each of whose requests carries a batch of every
-  partition the broker leads), each to the partition's leader:
+  request, 4 partitions, 2 requests in flight per partition), each to the partition's leader:
   RF=1 acks=1, RF=3 acks=1 and RF=3 acks=all (min.insync.replicas=2). The ratio of RF=3 acks=all
   to RF=1 is the number to read (issue target: >= 0.5; Kafka's 2014 figure 0.51 had each broker
   on its own machine, here three brokers and this client share the machine's cores).
+  Each row has a topic of its own, deleted after it, and starts once every follower has caught
+  up (the leaders' ``headwater_broker_follower_lag_records`` is 0): under acks=1 the followers
+  fall behind, and an acks=all row started right after would first wait for them to copy that
+  backlog, then for the kernel to write the earlier rows' gigabytes back to the disk.
 * **produce-to-consume latency** at RF=3 acks=all and about 10,000 records/s (100 records every
   10 ms to one partition): each record carries its send time; a consumer long-polling the leader
   reports when it sees it (records appear to consumers only below the high watermark, so this
@@ -43,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from headwater.producer import Producer  # noqa: E402
 from headwater.records import encode_batch  # noqa: E402
@@ -53,7 +56,7 @@ PARTITIONS = 4
 RECORD_BYTES = 100
 RECORDS_PER_BATCH = 1000
 BATCHES_PER_REQUEST = 4
-IN_FLIGHT = 5
+IN_FLIGHT = 2
 BATCH_TYPE = {"content-type": "application/vnd.headwater.batches"}
 
 
@@ -117,6 +120,22 @@ class Cluster:
                     return
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{topic} did not get leaders and a full ISR")
+
+
+async def settle(cluster: Cluster, client: httpx.AsyncClient, seconds: float = 180) -> None:
+    """Until no leader reports a follower behind its log end (bounded)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lags: list[float] = []
+        for b in cluster.procs:
+            answer = await client.get(f"{cluster.url(b)}/metrics")
+            for family in text_string_to_metric_families(answer.text):
+                if family.name == "headwater_broker_follower_lag_records":
+                    lags.extend(sample.value for sample in family.samples)
+        if not any(lags):
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("the followers did not catch up")
 
 
 def request_body() -> bytes:
@@ -299,9 +318,13 @@ async def run(quick: bool) -> None:
                 cluster.start(b)
             limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
             async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-                topics = {}
-                for rf in (1, 3):
-                    name = f"bench-rf{rf}-{uuid.uuid4().hex[:6]}"
+                rows = []
+                for label, rf, acks in (
+                    ("RF=1 acks=1", 1, "1"),
+                    ("RF=3 acks=1", 3, "1"),
+                    ("RF=3 acks=all", 3, "all"),
+                ):
+                    name = f"bench-rf{rf}-acks{acks}-{uuid.uuid4().hex[:6]}"
                     answer = await client.post(
                         f"{cluster.url(0)}/topics",
                         json={
@@ -313,12 +336,12 @@ async def run(quick: bool) -> None:
                     )
                     answer.raise_for_status()
                     await cluster.wait(client, name, rf)
-                    topics[rf] = name
-                rows = [
-                    ("RF=1 acks=1", await ingest(cluster, client, topics[1], "1", seconds)),
-                    ("RF=3 acks=1", await ingest(cluster, client, topics[3], "1", seconds)),
-                    ("RF=3 acks=all", await ingest(cluster, client, topics[3], "all", seconds)),
-                ]
+                    await settle(cluster, client)
+                    rows.append((label, await ingest(cluster, client, name, acks, seconds)))
+                    # Deleted files take their dirty pages with them: the next row does not
+                    # pay for writing this one's gigabytes back to the disk.
+                    deleted = await client.delete(f"{cluster.url(0)}/topics/{name}")
+                    deleted.raise_for_status()
                 base = rows[0][1]
                 print(f"ingest, {RECORD_BYTES} B records, pre-encoded batches, 3 brokers:")
                 for label, rate in rows:
@@ -335,6 +358,7 @@ async def run(quick: bool) -> None:
                 )
                 answer.raise_for_status()
                 await cluster.wait(client, lat_topic, 3)
+                await settle(cluster, client)
                 seen = sorted(await latency(cluster, client, lat_topic, seconds))
                 p50 = seen[len(seen) // 2]
                 p99 = seen[int(len(seen) * 0.99)]
