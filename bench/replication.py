@@ -138,6 +138,25 @@ async def settle(cluster: Cluster, client: httpx.AsyncClient, seconds: float = 1
     raise RuntimeError("the followers did not catch up")
 
 
+async def create_topic(
+    cluster: Cluster, client: httpx.AsyncClient, name: str, partitions: int, rf: int
+) -> None:
+    """Create ``name`` (min.insync.replicas 2, or 1 at RF=1); return once it has leaders and a
+    full ISR and every follower in the cluster has caught up."""
+    answer = await client.post(
+        f"{cluster.url(0)}/topics",
+        json={
+            "name": name,
+            "partitions": partitions,
+            "replication_factor": rf,
+            "configs": {"min.insync.replicas": str(min(rf, 2))},
+        },
+    )
+    answer.raise_for_status()
+    await cluster.wait(client, name, rf)
+    await settle(cluster, client)
+
+
 def request_body() -> bytes:
     batch = encode_batch(
         [(None, b"x" * RECORD_BYTES, []) for _ in range(RECORDS_PER_BATCH)], timestamp_ms=1
@@ -325,18 +344,7 @@ async def run(quick: bool) -> None:
                     ("RF=3 acks=all", 3, "all"),
                 ):
                     name = f"bench-rf{rf}-acks{acks}-{uuid.uuid4().hex[:6]}"
-                    answer = await client.post(
-                        f"{cluster.url(0)}/topics",
-                        json={
-                            "name": name,
-                            "partitions": PARTITIONS,
-                            "replication_factor": rf,
-                            "configs": {"min.insync.replicas": str(min(rf, 2))},
-                        },
-                    )
-                    answer.raise_for_status()
-                    await cluster.wait(client, name, rf)
-                    await settle(cluster, client)
+                    await create_topic(cluster, client, name, PARTITIONS, rf)
                     rows.append((label, await ingest(cluster, client, name, acks, seconds)))
                     # Deleted files take their dirty pages with them: the next row does not
                     # pay for writing this one's gigabytes back to the disk.
@@ -347,18 +355,7 @@ async def run(quick: bool) -> None:
                 for label, rate in rows:
                     print(f"  {label:<14} {rate:>12,.0f} rec/s   {rate / base:5.2f}x RF=1")
                 lat_topic = f"bench-lat-{uuid.uuid4().hex[:6]}"
-                answer = await client.post(
-                    f"{cluster.url(0)}/topics",
-                    json={
-                        "name": lat_topic,
-                        "partitions": 1,
-                        "replication_factor": 3,
-                        "configs": {"min.insync.replicas": "2"},
-                    },
-                )
-                answer.raise_for_status()
-                await cluster.wait(client, lat_topic, 3)
-                await settle(cluster, client)
+                await create_topic(cluster, client, lat_topic, 1, 3)
                 seen = sorted(await latency(cluster, client, lat_topic, seconds))
                 p50 = seen[len(seen) // 2]
                 p99 = seen[int(len(seen) * 0.99)]

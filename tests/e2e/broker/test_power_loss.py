@@ -35,6 +35,18 @@ def start_broker(tmp_path: Path, port: int, fsync: str, **settings: object) -> S
     return ServiceProcess("headwater_broker", port, env, log_path=tmp_path / "broker.log").start()
 
 
+def produce(client: httpx.Client, topic: str, rounds: range) -> list[bytes]:
+    """One acknowledged batch of five values per round; the values, in order."""
+    acknowledged: list[bytes] = []
+    for i in rounds:
+        values = [f"{i}-{j}".encode() for j in range(5)]
+        body = encode_batch([(None, v, []) for v in values])
+        answer = client.post(f"/topics/{topic}/partitions/0/batches", content=body, headers=BATCHES)
+        assert answer.status_code == 200, answer.text
+        acknowledged.extend(values)
+    return acknowledged
+
+
 @pytest.mark.parametrize("fsync", ["always", "never"])
 def test_power_loss_keeps_acknowledged_records_only_under_fsync_always(
     tmp_path: Path, fsync: str
@@ -47,14 +59,7 @@ def test_power_loss_keeps_acknowledged_records_only_under_fsync_always(
         try:
             with httpx.Client(base_url=broker.url, timeout=10) as client:
                 client.post("/topics", json={"name": topic}).raise_for_status()
-                for i in range(BATCH_COUNT):
-                    values = [f"{i}-{j}".encode() for j in range(5)]
-                    body = encode_batch([(None, v, []) for v in values])
-                    answer = client.post(
-                        f"/topics/{topic}/partitions/0/batches", content=body, headers=BATCHES
-                    )
-                    assert answer.status_code == 200, answer.text
-                    acknowledged.extend(values)
+                acknowledged.extend(produce(client, topic, range(BATCH_COUNT)))
             assert [v for _o, v in read_all(broker.url, topic)] == acknowledged
         finally:
             broker.kill()
@@ -77,24 +82,14 @@ def test_power_loss_under_fsync_interval_loses_at_most_the_last_interval(tmp_pat
     with LazyMount(tmp_path / "disk", tmp_path / "data", tmp_path / "lazyfs.log") as disk:
         broker = start_broker(tmp_path, port, "interval", BROKER_FSYNC_INTERVAL_MS=interval_ms)
         acknowledged: list[bytes] = []
-
-        def produce(client: httpx.Client, rounds: range) -> None:
-            for i in rounds:
-                values = [f"{i}-{j}".encode() for j in range(5)]
-                body = encode_batch([(None, v, []) for v in values])
-                answer = client.post(
-                    f"/topics/{topic}/partitions/0/batches", content=body, headers=BATCHES
-                )
-                assert answer.status_code == 200, answer.text
-                acknowledged.extend(values)
-
         try:
             with httpx.Client(base_url=broker.url, timeout=10) as client:
                 client.post("/topics", json={"name": topic}).raise_for_status()
-                produce(client, range(BATCH_COUNT))
+                acknowledged.extend(produce(client, topic, range(BATCH_COUNT)))
                 synced = len(acknowledged)
                 time.sleep(5 * interval_ms / 1000)  # several background syncs
-                produce(client, range(BATCH_COUNT, 2 * BATCH_COUNT))  # then the power goes
+                # ... then the power goes right after these
+                acknowledged.extend(produce(client, topic, range(BATCH_COUNT, 2 * BATCH_COUNT)))
         finally:
             broker.kill()
         disk.crash()
