@@ -30,7 +30,7 @@ from headwater.errors import CorruptRecordError
 from headwater.records.compression import DecompressedTooLargeError, decompress
 from headwater.records.header import CODEC_MASK, HEADER_SIZE, BatchHeader, Buffer
 from headwater.records.uniform import first_record_end, is_uniform_section
-from headwater.records.varint import read_varint
+from headwater.records.varint import VarintTooLongError, read_varint
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -224,6 +224,8 @@ def _walk(data: bytes, count: int, base_timestamp: int, pos: int) -> None:
         raise CorruptRecordError(
             f"batch at position {pos} declares {count} records; its records end after {index}"
         ) from None
+    except VarintTooLongError as exc:
+        raise CorruptRecordError(f"record {index} of the batch at position {pos}: {exc}") from None
     if i != n:
         raise CorruptRecordError(
             f"batch at position {pos} has {n - i} bytes after its {count} declared records"

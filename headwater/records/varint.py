@@ -6,6 +6,11 @@ from typing import NamedTuple
 
 from headwater.errors import CorruptRecordError
 
+
+class VarintTooLongError(CorruptRecordError):
+    """A varint of more than 10 bytes (callers that know which batch it is in say so)."""
+
+
 # Record fields are mostly small (offset deltas, key/value lengths, -1 for null), so encodings of
 # -1..SMALL_LIMIT-1 are built once; the encoder hot loops index this table instead of calling.
 SMALL_LIMIT = 1 << 14
@@ -70,7 +75,7 @@ def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> DecodedVarint:
             return DecodedVarint((z >> 1) ^ -(z & 1), pos)
         shift += 7
         if shift > 63:
-            raise CorruptRecordError(f"varint longer than 10 bytes ending at {pos}")
+            raise VarintTooLongError(f"varint longer than 10 bytes ending at {pos}")
 
 
 def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> DecodedVarint:

@@ -77,6 +77,17 @@ def test_gzip_of_garbage_is_refused() -> None:
         check(seal(garbage, 1, attributes=Compression.GZIP))
 
 
+@pytest.mark.parametrize("field", ["record length", "key length"])
+def test_a_varint_longer_than_ten_bytes_is_refused_naming_its_batch(field: str) -> None:
+    too_long = b"\xff" * 10 + b"\x01"
+    if field == "record length":
+        section = too_long + bytes(20)
+    else:  # length 20, attributes, timestamp and offset deltas, then the key length
+        section = encode_varint(20) + b"\x00\x00\x00" + too_long + bytes(6)
+    with pytest.raises(CorruptRecordError, match=r"^record 0 of the batch at position 0: varint"):
+        check(seal(section, 1))
+
+
 def test_a_record_length_of_two_to_the_forty_is_refused() -> None:
     section = encode_varint(1 << 40) + b"\x00\x00\x00\x01\x02v\x00"
     with pytest.raises(CorruptRecordError, match=f"length {1 << 40}"):
