@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -134,3 +136,30 @@ def running_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+def stop_outside_a_write(send: Callable[[signal.Signals], None], metadata_url: str) -> None:
+    """SIGSTOP a process through ``send``, but not while it holds SQLite's write lock.
+
+    A process stopped inside a SQLite write transaction blocks every other writer of the file
+    until it resumes (a documented limit of the SQLite store, for one host); PostgreSQL ends
+    such a session after the stall timeout instead. Tests about what a stopped controller can do
+    after it resumes stop it outside a transaction: stop, probe the lock, and if the process
+    holds it, let it go on briefly and try again.
+    """
+    for _ in range(50):
+        send(signal.SIGSTOP)
+        if not metadata_url.startswith("sqlite"):
+            return
+        probe = sqlite3.connect(metadata_url.removeprefix("sqlite:///"), timeout=0.3)
+        probe.isolation_level = None
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            send(signal.SIGCONT)
+            time.sleep(0.03)
+        finally:
+            probe.close()
+    raise AssertionError("could not stop the process outside a write transaction")

@@ -1,10 +1,11 @@
 """Brokers as real processes on one SQLite metadata file: faults a cluster must survive.
 
 kill -9 the controller: another broker is controller within the lease plus a second and topic
-admin works again. SIGSTOP the controller past its lease, SIGCONT: nothing it then writes reaches
-the store. kill -9 a broker: its one-replica partitions show leader -1 and answer 503 50302, then
-come back with every acknowledged record. A second broker with a live broker's id is refused and
-the first keeps serving. Default timings: session 1500 ms, heartbeat 250 ms, lease 2000 ms.
+admin works again. SIGSTOP the controller past its lease (outside a SQLite write transaction,
+whose lock it would keep: docs/cluster.md), SIGCONT: nothing it then writes reaches the store.
+kill -9 a broker: its one-replica partitions show leader -1 and answer 503 50302, then come back
+with every acknowledged record. A second broker with a live broker's id is refused and the first
+keeps serving. Default timings: session 1500 ms, heartbeat 250 ms, lease 2000 ms.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import pytest
 import sqlalchemy as sa
 
 from headwater_broker.cluster import tables
-from tests.e2e.cluster.cluster_processes import LEASE_S, running_cluster, wait_for
+from tests.e2e.cluster.cluster_processes import (
+    LEASE_S,
+    running_cluster,
+    stop_outside_a_write,
+    wait_for,
+)
 from tests.support import ServiceProcess, free_port, unique
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +69,9 @@ def test_a_controller_stopped_past_its_lease_changes_nothing_when_it_resumes(
     with running_cluster(tmp_path, url, 3) as cluster:
         old, epoch = cluster.controller(1)
         others = [i for i in cluster.processes if i != old]
-        cluster.processes[old].process.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+        process = cluster.processes[old].process
+        assert process is not None
+        stop_outside_a_write(process.send_signal, url)
         try:
             wait_for(
                 lambda: cluster.controller(others[0])[1] > epoch,
@@ -71,7 +79,7 @@ def test_a_controller_stopped_past_its_lease_changes_nothing_when_it_resumes(
                 "a controller of a newer epoch",
             )
         finally:
-            cluster.processes[old].process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+            process.send_signal(signal.SIGCONT)
         # Admin sent to the resumed broker is carried out by the new controller, not by it.
         topic = unique("resumed")
         created = cluster.post(old, "/topics", json={"name": topic, "partitions": 1})

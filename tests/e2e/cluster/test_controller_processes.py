@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import pytest
 from headwater.types import BrokerId
 from headwater_broker.cluster.state import ControllerEpoch, ControllerInfo, TopicState
 from headwater_broker.cluster.store import MetadataStore
+from tests.e2e.cluster.cluster_processes import stop_outside_a_write
 from tests.support import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -130,32 +130,6 @@ def controller_of(store: MetadataStore, nodes: list[Candidate]) -> Candidate:
     return next(n for n in nodes if n.broker_id == row.broker_id)
 
 
-def stop_outside_a_write(node: Candidate, metadata_url: str) -> None:
-    """SIGSTOP ``node``, but not while it holds SQLite's write lock.
-
-    A process stopped inside a SQLite write transaction blocks every other writer of the file
-    until it resumes (a documented limit of the SQLite store, for one host); PostgreSQL ends
-    such a session after the stall timeout instead. This test is about what a stopped
-    controller can do after it resumes, so it stops the process outside a transaction.
-    """
-    for _ in range(50):
-        node.signal(signal.SIGSTOP)
-        if not metadata_url.startswith("sqlite"):
-            return
-        path = metadata_url.removeprefix("sqlite:///")
-        probe = sqlite3.connect(path, timeout=0.3, isolation_level=None)
-        try:
-            probe.execute("BEGIN IMMEDIATE")
-            probe.execute("ROLLBACK")
-            return
-        except sqlite3.OperationalError:
-            node.signal(signal.SIGCONT)
-            time.sleep(0.03)
-        finally:
-            probe.close()
-    raise AssertionError("could not stop the process outside a write transaction")
-
-
 def started_cluster(
     launch: Callable[..., Candidate], store: MetadataStore, probe: bool
 ) -> list[Candidate]:
@@ -204,7 +178,7 @@ def test_a_controller_stopped_past_its_lease_has_every_write_refused_after_it_re
     old_epoch = ControllerEpoch(store.read_controller().epoch)
     wait_for(lambda: len([p for p in old.seen("probe") if p["ok"]]) >= 3, 10, "probes")
 
-    stop_outside_a_write(old, metadata_url)
+    stop_outside_a_write(old.signal, metadata_url)
     wait_for(
         lambda: store.read_controller().epoch == old_epoch + 1,
         LEASE_S + 5 + (0 if metadata_url.startswith("sqlite") else LEASE_S),
@@ -259,7 +233,7 @@ def test_a_stopped_broker_whose_id_was_taken_over_learns_it_was_replaced(
     assert twin.process.wait(10) == 2
     assert victim.process.poll() is None
 
-    stop_outside_a_write(victim, metadata_url)
+    stop_outside_a_write(victim.signal, metadata_url)
     successor = launch(victim.broker_id)  # waits out the stopped one's session, then registers
     wait_for(lambda: bool(successor.seen("registered")), 20, "the successor registered")
     assert successor.seen("registered")[0]["epoch"] == victim.seen("registered")[0]["epoch"] + 1
