@@ -226,6 +226,59 @@ def test_missing_or_corrupt_indexes_of_closed_segments_are_rebuilt(tmp_path: Pat
     assert reopened.log_end_offset == 6
 
 
+def every_offset(plog: PartitionLog) -> list[int]:
+    """Every offset from the log start, reading segment after segment."""
+    offsets: list[int] = []
+    position = int(plog.log_start_offset)
+    while position < plog.high_watermark:
+        read = plog.read(position, 1 << 20)
+        offsets += [r.offset for r in decode_batches(read.data)]
+        position = read.next_offset
+    return offsets
+
+
+def three_segments(path: Path) -> tuple[int, list[str]]:
+    """Segments of four 1-record batches at 0, 4 and 8 (ending at 10), closed as after a crash;
+    the size of one batch and the segment files."""
+    one = batch(1, size=40)
+    plog = open_log(path, index_interval_bytes=0, segment_bytes=4 * len(one))
+    for _ in range(10):
+        append(plog, one)
+    assert logs(path) == [f"{base:020d}.log" for base in (0, 4, 8)]
+    plog.close()
+    return len(one), logs(path)
+
+
+@pytest.mark.parametrize("loss", ["cut", "zeros", "cut, no index"])
+def test_a_closed_segment_that_lost_its_tail_ends_the_log(tmp_path: Path, loss: str) -> None:
+    """A closed segment that lost its tail (a damaged disk, a directory copied part-way) while
+    newer segments survived: the log is cut where the loss begins, so it stays a prefix."""
+    size, _ = three_segments(tmp_path)
+    second = tmp_path / "00000000000000000004.log"
+    data = second.read_bytes()
+    if loss == "zeros":
+        second.write_bytes(data[: 2 * size] + bytes(len(data) - 2 * size))
+    else:
+        second.write_bytes(data[: 2 * size + 7])  # records 4 and 5, then part of 6
+    if loss == "cut, no index":
+        (tmp_path / "00000000000000000004.index").unlink()
+    reopened = open_log(tmp_path, index_interval_bytes=0, segment_bytes=4 * size)
+    assert logs(tmp_path) == ["00000000000000000000.log", "00000000000000000004.log"]
+    assert second.stat().st_size == 2 * size
+    assert (reopened.log_end_offset, reopened.high_watermark) == (6, 6)
+    assert every_offset(reopened) == [0, 1, 2, 3, 4, 5]
+    assert [r.base_offset for r in append(reopened, batch(1, size=40))] == [6]
+    assert every_offset(reopened) == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_whole_closed_segments_are_kept_as_they_are(tmp_path: Path) -> None:
+    size, before = three_segments(tmp_path)
+    reopened = open_log(tmp_path, index_interval_bytes=0, segment_bytes=4 * size)
+    assert logs(tmp_path) == before
+    assert reopened.log_end_offset == 10
+    assert every_offset(reopened) == list(range(10))
+
+
 def test_log_append_time_topics_stamp_batches(tmp_path: Path) -> None:
     plog = open_log(tmp_path, log_append_time=True)
     (result,) = append(plog, batch(2, ts=5), now=NOW + 7)

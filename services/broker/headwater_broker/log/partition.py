@@ -179,10 +179,13 @@ class PartitionLog:
         )
         if not bases:
             bases = [checkpoint]
-        for base, next_base in itertools.pairwise(bases):
-            plog.segments.append(
-                Segment.open_closed(directory, base, next_base, config.index_interval_bytes)
-            )
+        for i, (base, next_base) in enumerate(itertools.pairwise(bases)):
+            closed = Segment.open_closed(directory, base, next_base, config.index_interval_bytes)
+            if closed is None:
+                plog._drop_segments_after(bases[i:])
+                bases = bases[: i + 1]
+                break
+            plog.segments.append(closed)
         # A new first segment's name is made durable by the leader-epoch checkpoint's first
         # write (rename, then fsync of this directory), which precedes the first append.
         active, active_headers = Segment.recover_active(
@@ -203,6 +206,23 @@ class PartitionLog:
                 max(plog.log_start_offset, min(plog._read_high_watermark(), plog.log_end_offset))
             )
         return plog
+
+    def _drop_segments_after(self, bases: list[int]) -> None:
+        """Delete the segments newer than ``bases[0]``, whose segment lost its tail: the log is
+        cut where the tail was lost (the first segment is recovered as the active one)."""
+        for base in reversed(bases[1:]):  # newest first: a crash part-way leaves a prefix
+            Segment(self.directory, base).delete()
+        fsync_directory(self.directory)
+        log.warning(
+            "%s-%d: segment %d lost its tail; recovering it as the active segment and "
+            "dropping the %d newer segments from offset %d on",
+            self.topic,
+            self.partition,
+            bases[0],
+            len(bases) - 1,
+            bases[1],
+            extra={"dropped_segments": len(bases) - 1},
+        )
 
     def _recover_epochs(self, active_headers: list[BatchHeader]) -> None:
         """Load the leader-epoch checkpoint, rebuilt from batch headers if it is damaged."""

@@ -20,7 +20,9 @@ ones are immutable until retention deletes them whole.
 
 Crash recovery cuts the active segment at the end of its last whole, CRC-valid batch (a torn or
 garbage tail from a crash is logged and truncated) and rebuilds its indexes from the batch
-headers, as ZODB's FileStorage cuts a damaged tail on open.
+headers, as ZODB's FileStorage cuts a damaged tail on open. A closed segment's last batches
+(from its last index entry) are checked on open too: one that does not end whole at the next
+segment's base is recovered the same way, and the newer segments are dropped.
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from headwater.errors import StorageError
-from headwater.records.batch import HEADER_SIZE, BatchHeader, parse_header, valid_prefix
+from headwater.records.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    ValidPrefix,
+    parse_header,
+    valid_prefix,
+)
 from headwater_broker.log.index import OffsetIndex, TimeIndex
 
 log = logging.getLogger("headwater.broker.segment")
@@ -99,8 +107,16 @@ class Segment:
     @classmethod
     def open_closed(
         cls, directory: Path, base_offset: int, next_offset: int, interval: int
-    ) -> Segment:
-        """An older segment: trust its indexes if consistent, else rebuild them from the log."""
+    ) -> Segment | None:
+        """An older segment: trust its indexes if consistent, else rebuild them from the log.
+
+        None when the segment is not whole: its last batches, from the last index entry on, are
+        not all whole and CRC-valid or do not end at ``next_offset`` (the next segment's base).
+        Every roll syncs the segment it closes, so only a damaged disk or a directory copied
+        part-way leaves one so; the caller then recovers it as the active segment and drops the
+        newer ones, so the log stays a prefix of what was written rather than serving a hole or
+        bytes no decoder accepts.
+        """
         segment = cls(directory, base_offset)
         segment._fd = os.open(segment.log_path, os.O_RDWR)
         segment.size = os.fstat(segment._fd).st_size
@@ -109,15 +125,43 @@ class Segment:
         time_index = TimeIndex.load(segment.time_index_path, base_offset, next_offset)
         if index is None or time_index is None:
             log.warning("rebuilding indexes of %s", segment.log_path)
-            segment._rebuild_indexes(list(segment.headers()), interval)
+            valid, found = segment._valid_prefix(0)
+            if valid != segment.size or not segment._ends_at(next_offset, found):
+                segment.close()
+                return None
+            segment._rebuild_indexes(found, interval)
             segment.write_indexes()
         else:
             segment.index, segment.time_index = index, time_index
             segment.max_timestamp = time_index.last_timestamp
+            position = index.lookup(next_offset - 1)
+            valid, found = segment._valid_prefix(position)
+            if position + valid != segment.size or not segment._ends_at(next_offset, found):
+                segment.close()
+                return None
         if segment.max_timestamp < 0:
             segment.max_timestamp = -1
         segment.created_ms = int(os.fstat(segment._fd).st_mtime * 1000)
         return segment
+
+    def _valid_prefix(self, position: int) -> ValidPrefix:
+        """The whole, CRC-valid batches from ``position`` to the end of the file (positions
+        relative to ``position``)."""
+        length = self.size - position
+        if length <= 0:
+            return ValidPrefix(0, [])
+        # Map rather than read: a segment may be up to segment.bytes (1 GiB) long.
+        with mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)[position:]
+            try:
+                return valid_prefix(view)
+            finally:
+                view.release()
+
+    def _ends_at(self, next_offset: int, found: list[tuple[int, BatchHeader]]) -> bool:
+        if not found:
+            return self.size == 0 and next_offset == self.base_offset
+        return found[-1][1].last_offset + 1 == next_offset
 
     @classmethod
     def recover_active(
@@ -129,17 +173,8 @@ class Segment:
         """
         segment = cls(directory, base_offset)
         segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(segment._fd).st_size
-        if size:
-            # Map rather than read: an active segment may be up to segment.bytes (1 GiB) long.
-            with mmap.mmap(segment._fd, size, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)
-                try:
-                    valid, found = valid_prefix(view)
-                finally:
-                    view.release()
-        else:
-            valid, found = 0, []
+        size = segment.size = os.fstat(segment._fd).st_size
+        valid, found = segment._valid_prefix(0)
         if valid < size:
             log.warning(
                 "truncating %s from %d to %d bytes: cut %d bytes of torn or invalid data",
