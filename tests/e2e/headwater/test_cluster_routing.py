@@ -1,8 +1,9 @@
 """The SDK against a real three-broker cluster: each partition's requests go to its leader.
 
 Three broker processes share one SQLite metadata file (``BROKER_METADATA_URL``), each with its
-own port and data directory. Topics are created with one replica per partition, so leaders are
-spread over the brokers and a partition whose broker is down has no leader until it returns.
+own port and data directory; the module's tests share them, each with topics of its own. Topics
+are created with one replica per partition, so leaders are spread over the brokers and a
+partition whose broker is down has no leader until it returns.
 
 * a producer and a consumer whose ``bootstrap.servers`` lists one broker only (not the leader of
   partition 0) write and read every partition, each at its leader;
@@ -131,13 +132,24 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(tmp_path, BROKERS)
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    started = Cluster(tmp_path_factory.mktemp("cluster"), BROKERS)
     try:
         yield started.start()
     finally:
         started.stop()
+
+
+@pytest.fixture
+def cluster(running: Cluster) -> Cluster:
+    """The module's cluster (each test uses topics of its own), every broker running and active:
+    a test that killed one has started it again, and it has registered before the next test."""
+    for broker_id, process in enumerate(running.processes):
+        if not process.running():
+            running.restart(broker_id)
+    wait_until(lambda: len(running.active()) == BROKERS, 30, "every broker active")
+    return running
 
 
 def spread_topic(cluster: Cluster, partitions: int) -> tuple[str, dict[int, int]]:
