@@ -9,7 +9,16 @@ from headwater_kernel.server import serve
 
 def main() -> None:
     settings = CoordinatorSettings()
-    serve(create_app(settings), settings)
+    app = create_app(settings)
+
+    async def drain() -> None:
+        # SIGTERM: stop expiring members while heartbeats are still answered; once this process
+        # stops answering, they could not keep their sessions alive here.
+        coordinator = getattr(app.state, "coordinator", None)
+        if coordinator is not None:
+            coordinator.stop_expiring()
+
+    serve(app, settings, drain=drain)
 
 
 if __name__ == "__main__":

@@ -142,6 +142,8 @@ class Coordinator:
         # When this process's sweeper last kept the expiry clock (monotonic s); see `expiring`.
         self._kept_clock_at: float | None = None
         self._store_lost = False
+        # Set when this process starts shutting down (stop_expiring): it expires no one again.
+        self._stopped = False
         # Topics each group subscribes to, as last seen by this process's full heartbeats; the
         # fast path compares their current sizes with the group's (an unknown group goes full).
         self._subscriptions: dict[str, frozenset[str]] = {}
@@ -151,9 +153,19 @@ class Coordinator:
         """Whether heartbeats may expire other members: only while this process's sweeper keeps
         the expiry clock, so that any grace owed for a gap (``sweep``) is given first -- at
         start-up, and after losing Redis for longer than a gap."""
-        if self._kept_clock_at is None:
+        if self._kept_clock_at is None or self._stopped:
             return False
         return time.monotonic() - self._kept_clock_at < self.gap_ms / 1000
+
+    def stop_expiring(self) -> None:
+        """Expire no member from now on: this process is shutting down.
+
+        Called on SIGTERM while the process still answers heartbeats. Once it stops answering,
+        its members cannot heartbeat to it, so expiring them by its clock would punish them for
+        its own shutdown; another coordinator process keeps the expiry clock, or, with none, the
+        next one to start sees the gap and gives every member a full session (``sweep``).
+        """
+        self._stopped = True
 
     # --- validation ----------------------------------------------------------------------------
 
@@ -344,12 +356,15 @@ class Coordinator:
         those members could not heartbeat (``GroupState.rearm``).
         """
         now = now_ms() if now is None else now
+        if self._stopped:
+            return 0
         await self._close_gap(now)
         expired = 0
         for group_id in await self.liveness.due_groups(now):
 
             async def operation(state: GroupState) -> None:
-                if state.expire(now):
+                # Checked again where the expiry happens: the shutdown may begin mid-sweep.
+                if not self._stopped and state.expire(now):
                     state.refresh_topics(await self._sizes(state, ()))
                     state.compute_target()
 
@@ -388,8 +403,9 @@ class Coordinator:
         self._kept_clock_at = time.monotonic()
 
     async def run_sweeper(self) -> None:
-        """Sweep forever (every coordinator process runs one; Redis arbitrates)."""
-        while True:
+        """Sweep until :meth:`stop_expiring` (every coordinator process runs one; Redis
+        arbitrates)."""
+        while not self._stopped:
             try:
                 await self.sweep()
                 if self._store_lost:

@@ -1,9 +1,12 @@
 """A restarted coordinator process expires members by their own sessions (6 s here, against the
 coordinator's default of 45 s): a killed member's partitions move about 6 s after its last
-heartbeat, and a member silenced only by the coordinator's downtime is not expired for it."""
+heartbeat, and a member silenced only by the coordinator's downtime is not expired for it -- nor
+by a shutdown that outlasts its session (the process stops expiring at SIGTERM)."""
 
 from __future__ import annotations
 
+import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,8 +55,11 @@ def coordinator(
 class Member:
     """A well-behaved member driven by hand: it owns what it is told, at once."""
 
-    def __init__(self, client: CoordinatorClient, group: str, topic: str) -> None:
+    def __init__(
+        self, client: CoordinatorClient, group: str, topic: str, session_ms: int = SESSION_MS
+    ) -> None:
         self.client, self.group, self.topic = client, group, topic
+        self.session_ms = session_ms
         self.answer: HeartbeatAnswer | None = None
         self.last_heartbeat = 0.0
 
@@ -66,7 +72,7 @@ class Member:
                 member_epoch=0 if self.answer is None else self.answer.member_epoch,
                 topics=[self.topic],
                 owned=None if self.answer is None else self.answer.assignment,
-                session_timeout_ms=SESSION_MS,
+                session_timeout_ms=self.session_ms,
             )
         except (httpx.TransportError, HeadwaterError):
             return None
@@ -88,11 +94,13 @@ def until(check: Callable[[], Any], timeout: float, what: str) -> float:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def two_members(broker: ServiceProcess, client: CoordinatorClient) -> tuple[Member, Member]:
+def two_members(
+    broker: ServiceProcess, client: CoordinatorClient, session_ms: int = SESSION_MS
+) -> tuple[Member, Member]:
     topic, group = unique("t"), unique("g")
     with AdminClient({"bootstrap.servers": broker.url}) as admin:
         admin.create_topic(topic, 2)
-    a, b = Member(client, group, topic), Member(client, group, topic)
+    a, b = Member(client, group, topic, session_ms), Member(client, group, topic, session_ms)
 
     def balanced() -> bool:
         a.beat()
@@ -148,3 +156,39 @@ def test_downtime_longer_than_a_session_expires_only_the_dead(
         moved_after = alive.last_heartbeat - restarted
         # The dead member got one session from the restart: not less, and not 45 s.
         assert SESSION_MS / 1000 - 0.2 <= moved_after <= SESSION_MS / 1000 + 2.5
+
+
+def test_a_shutdown_longer_than_a_session_expires_no_member(
+    broker: ServiceProcess, coordinator: ServiceProcess
+) -> None:
+    """SIGTERM while a request is in flight: uvicorn stops accepting connections at once but
+    waits for that request (up to its 5 s grace), longer than these members' 1.5 s sessions.
+    Their heartbeats are refused meanwhile; the process expires no one for it."""
+    with CoordinatorClient(coordinator.url) as client:
+        members = two_members(broker, client, session_ms=1_500)
+        before = {m.answer.member_id for m in members if m.answer is not None}
+        assert len(before) == 2
+        process = coordinator.process
+        assert process is not None
+        with socket.create_connection(("127.0.0.1", coordinator.port)) as held:
+            # Headers of a request whose body never comes: it stays in flight.
+            held.sendall(
+                b"POST /groups/held/heartbeat HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+            )
+            time.sleep(0.3)
+            stopping = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            while process.poll() is None and time.monotonic() - stopping < 20:
+                for member in members:
+                    member.beat()  # answered until the drain ends, then refused
+                time.sleep(0.1)
+            took = time.monotonic() - stopping
+        assert process.poll() is not None
+        assert took > 3.0  # the shutdown outlasted the sessions by far
+        coordinator.start()
+        for member in members:
+            answer = member.beat()
+            assert answer is not None
+            assert answer.member_id in before  # itself, not a new member after an expiry
+        assert {m.answer.member_id for m in members if m.answer is not None} == before
