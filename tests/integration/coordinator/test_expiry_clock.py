@@ -109,3 +109,30 @@ def test_a_member_that_heartbeats_after_the_gap_keeps_its_partitions(
         assert coordinator.sweep(T + 21_500 + SESSION_MS) == 1
     finally:
         coordinator.close()
+
+
+def test_a_coordinator_shutting_down_expires_no_one(
+    driver: StoreDriver, broker: ServiceProcess, group: str
+) -> None:
+    """After ``stop_expiring`` (SIGTERM): no sweep expires, heartbeats expire no one, and the
+    sweeper loop ends; the member's deadline is left to another process's clock."""
+    last_sweep_at(driver, T + 1_000)
+    coordinator = Restarted(driver, broker)
+    try:
+        assert coordinator.sweep(T + 3_000) == 0
+        assert coordinator.coordinator.expiring
+        coordinator.coordinator.stop_expiring()
+        assert not coordinator.coordinator.expiring
+        assert coordinator.sweep(T + SESSION_MS + 1_000) == 0
+        assert members(driver, group) == 1
+        driver.loop.run_until_complete(coordinator.coordinator.run_sweeper())  # returns at once
+        assert members(driver, group) == 1
+        # Another process, keeping the clock without a gap, expires it by its own deadline.
+        successor = Restarted(driver, broker)
+        try:
+            assert successor.sweep(T + 4_000) == 0
+            assert successor.sweep(T + SESSION_MS) == 1
+        finally:
+            successor.close()
+    finally:
+        coordinator.close()
