@@ -24,6 +24,7 @@ from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
 from headwater_kernel.app import create_service_app
 from headwater_kernel.errors import error_response
+from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker")
 
@@ -70,7 +71,7 @@ def create_app(
         try:
             yield
         finally:
-            watcher.cancel()
+            await cancel_and_wait([watcher])
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await broker.close()

@@ -109,6 +109,7 @@ from headwater_broker.topic_config import (
     effective_configs,
     validate_topic_name,
 )
+from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker")
 
@@ -291,8 +292,7 @@ class Broker:
 
     async def close(self) -> None:
         """Stop background work, leave the cluster and close every partition cleanly."""
-        for task in self._tasks:
-            task.cancel()
+        await cancel_and_wait(self._tasks)
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

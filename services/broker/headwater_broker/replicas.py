@@ -40,6 +40,7 @@ from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicState
 from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.manager import Replication
+from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker.replicas")
 
@@ -95,7 +96,7 @@ class ReplicaManager:
             self.node.follower.remove_listener(self._on_metadata)
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
+            await cancel_and_wait([task])
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 

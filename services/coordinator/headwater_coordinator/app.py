@@ -27,6 +27,7 @@ from headwater_coordinator.store.liveness import Liveness
 from headwater_coordinator.store.offsets import OffsetStore
 from headwater_kernel.app import create_service_app
 from headwater_kernel.errors import error_response
+from headwater_kernel.tasks import cancel_and_wait
 
 _DESCRIPTION = (
     "Consumer groups: membership, server-side cooperative assignment and committed offsets, "
@@ -95,7 +96,7 @@ async def _retry_later(request: Request, exc: Exception) -> Response:
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
+    await cancel_and_wait([task])
     with contextlib.suppress(asyncio.CancelledError):
         await task
 
@@ -134,10 +135,9 @@ async def _serving(
     try:
         yield
     finally:
-        for task in tasks:
-            task.cancel()
+        coordinator.stop_expiring()  # whatever becomes of the sweeper's cancel
         # Bounded: a task stuck in a Redis read must not hold up shutdown.
-        await asyncio.wait(tasks, timeout=2)
+        await cancel_and_wait(tasks, timeout_s=2)
         gauges.clear()
         await metadata.close()
         await redis.aclose()

@@ -27,6 +27,7 @@ from headwater_broker.cluster.session import Registration
 from headwater_broker.cluster.settings import ClusterSettings
 from headwater_broker.cluster.state import BrokerEpoch
 from headwater_broker.cluster.store import MetadataStore
+from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker.cluster")
 
@@ -159,8 +160,7 @@ class ClusterNode:
     async def stop(self) -> None:
         """Resign the lease, release the session (so the id can come back at once), close."""
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
+        await cancel_and_wait(tasks)
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -179,8 +179,7 @@ class ClusterNode:
         """Stop every task and close the store *without* resigning or releasing: what a crash
         (kill -9) leaves behind, for fault drills in one process."""
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
+        await cancel_and_wait(tasks)
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -216,7 +215,8 @@ class ClusterNode:
     async def _heartbeats(self) -> None:
         registration = self.registration
         failing = False
-        while True:
+        # Also ended by the flag: a cancel can be lost (headwater_kernel.tasks).
+        while not self.storage_offline:
             try:
                 await self.store.call(
                     session.heartbeat, self.store, registration, self.follower.image.offset

@@ -30,6 +30,7 @@ from headwater.errors import HeadwaterError
 from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.cluster.settings import ClusterSettings
 from headwater_broker.cluster.store import ImageBehindError
+from headwater_kernel.tasks import cancel_and_wait
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -128,8 +129,8 @@ async def main(args: argparse.Namespace) -> int:
     replaced = asyncio.create_task(node.replaced.wait())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait([replaced, stopping], return_when=asyncio.FIRST_COMPLETED)
+    await cancel_and_wait([*extra, replaced, stopping])
     for task in [*extra, replaced, stopping]:
-        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
     if node.replaced.is_set():

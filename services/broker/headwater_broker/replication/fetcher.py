@@ -41,6 +41,7 @@ from headwater_broker.replication.wire import (
     decode_response,
     encode_response,
 )
+from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker.replication")
 
@@ -134,7 +135,7 @@ class ReplicaFetcher:
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
+            await cancel_and_wait([task])
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.link.aclose()

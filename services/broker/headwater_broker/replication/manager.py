@@ -25,6 +25,7 @@ from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.fetcher import ReplicaFetcher
 from headwater_broker.replication.follower import FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader
+from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker.replication")
 
@@ -71,15 +72,16 @@ class Replication:
     async def close(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
+            await cancel_and_wait([task])
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
-        for background in list(self._background):
-            background.cancel()
+        background = list(self._background)
+        await cancel_and_wait(background)
+        for done in background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await background
+                await done
         self.fetchers.clear()
         for leader in self.leaders.values():
             leader.resign()
