@@ -457,6 +457,16 @@ class LeaderNotAvailableError(BrokerError):
 
 
 @BROKER.register
+class OffsetNotAvailableError(BrokerError):
+    """A new leader's high watermark has not yet reached the start of its leader epoch, so its
+    end offset could be below one the previous leader already reported; retry (KIP-207)."""
+
+    error_code = 50307
+    http_status = 503
+    kafka_code = 78  # OFFSET_NOT_AVAILABLE
+
+
+@BROKER.register
 class NotEnoughReplicasError(BrokerError):
     """Fewer in-sync replicas than min.insync.replicas; nothing was appended."""
 

@@ -64,6 +64,7 @@ from headwater.errors import (
     MetadataUnavailableError,
     NotControllerError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     PartitionNotFoundError,
     RecordTooLargeError,
     ServiceUnavailableError,
@@ -102,6 +103,7 @@ from headwater_broker.log.partition import (
 from headwater_broker.peers import Peers
 from headwater_broker.producer_registry import ProducerRegistry
 from headwater_broker.replicas import ReplicaManager
+from headwater_broker.replication.leader import PartitionLeader
 from headwater_broker.replication.manager import Replication
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_config import (
@@ -114,6 +116,8 @@ from headwater_kernel.tasks import cancel_and_wait
 log = logging.getLogger("headwater.broker")
 
 SHUTDOWN_PATH = "/cluster/controller/shutdown"
+KNOWN_HIGH_WATERMARK_WAIT_MS = 5000
+"""How long an offsets request at a new leader waits for its high watermark to be known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,13 +348,17 @@ class Broker:
     async def expire_producers(self) -> list[int]:
         """Forget producer ids idle past BROKER_PRODUCER_ID_EXPIRATION_MS (and their state).
 
-        The cluster forgets ids no broker used for that long, by the store's clock.
+        A partition forgets a producer by the last batch it stored of it, as Kafka's
+        ``producer.id.expiration.ms`` -- not by whether this broker saw the producer itself: a
+        follower copies producers that never wrote to it, and must still know their sequences
+        when it becomes the leader their retries reach. The cluster forgets ids no broker used
+        for that long, by the store's clock.
         """
         now = self.now_ms()
         gone = self.producer_ids.expire(now)
         live = set(self.producer_ids.producers)
         for plog in self.all_partitions():
-            plog.producers.expire(now, self.settings.producer_id_expiration_ms, live)
+            plog.producers.expire(now, self.settings.producer_id_expiration_ms)
         store = self.node.store
         await store.call(producer_ids.touch, store, sorted(live))
         await store.call(producer_ids.expire, store, self.settings.producer_id_expiration_ms)
@@ -360,11 +368,16 @@ class Broker:
         node = self._node
         active = node is not None and node.image.is_active(self.broker_id, node.broker_epoch)
         offline = node is not None and node.storage_offline
-        return self.is_open and active and not offline, {
+        failed = {} if node is None else node.failed_tasks
+        lag = 0.0 if node is None else node.metadata_lag_ms()
+        current = lag <= self.settings.metadata_max_lag_ms
+        return self.is_open and active and not offline and not failed and current, {
             "topics": len(self.topics),
             "data_dir": str(self.data_dir),
             "active": active,
             "storage_offline": offline,
+            "metadata_lag_ms": round(lag),
+            "failed_tasks": failed,
         }
 
     # --- replicas (applied by the replica manager) ---------------------------------------------
@@ -506,9 +519,41 @@ class Broker:
             leader_epoch=state.leader_epoch,
         )
 
-    def partition(self, topic_name: str, partition: int) -> PartitionLog:
-        """The log of a partition this broker leads (421 elsewhere, 503 50302 when none does)."""
+    def leader_role(
+        self, topic_name: str, partition: int, plog: PartitionLog | None = None
+    ) -> PartitionLeader:
+        """This broker's leader role of a partition in the current leader epoch (421 when
+        another broker leads it, 503 50302 when none does or this one has not taken it yet).
+
+        ``plog``: the log a request started with; a different one (the topic was deleted and
+        created again meanwhile) is refused as not led here.
+        """
+        current = self.partition(topic_name, partition)
         state = self._partition_state(topic_name, partition)
+        leader = (
+            None if self.replication is None else self.replication.leader_for(topic_name, partition)
+        )
+        if (
+            leader is None
+            or leader.resigned
+            or leader.leader_epoch != state.leader_epoch
+            or leader.plog is not current
+            or (plog is not None and plog is not current)
+        ):
+            raise _no_leader(state)
+        return leader
+
+    def partition(self, topic_name: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker leads (421 elsewhere, 503 50302 when none does,
+        or while this broker's metadata lags the change log past ``metadata_max_lag_ms``)."""
+        state = self._partition_state(topic_name, partition)
+        lag = self.node.metadata_lag_ms()
+        if lag > self.settings.metadata_max_lag_ms:
+            raise LeaderNotAvailableError(
+                f"Broker {self.broker_id} serves no partition as leader while its metadata is "
+                f"{lag:.0f} ms behind the cluster's change log (BROKER_METADATA_MAX_LAG_MS="
+                f"{self.settings.metadata_max_lag_ms}): leadership may have moved; retry"
+            )
         if not self._leads(state) and self.leader_url(topic_name, partition) is not None:
             raise self.not_leader(topic_name, partition)
         local = self.topics.get(topic_name)
@@ -582,11 +627,11 @@ class Broker:
             Offset(-1),
             Offset(-1),
         )
-        if self._leads(state):
-            plog = self.topics[state.topic].logs.get(state.partition)
-            if plog is not None:
-                info.beginning_offset = plog.log_start_offset
-                info.end_offset = plog.high_watermark
+        if self._leads(state) and self.replication is not None:
+            leader = self.replication.leader_for(state.topic, state.partition)
+            if leader is not None and leader.high_watermark_known:
+                info.beginning_offset = leader.plog.log_start_offset
+                info.end_offset = leader.plog.high_watermark
         return info
 
     async def partition_info(self, topic_name: str, partition: int) -> PartitionInfo:
@@ -599,6 +644,15 @@ class Broker:
 
         async def fill(info: PartitionInfo) -> None:
             if info.end_offset >= 0 or info.leader < 0:
+                return
+            found: tuple[Offset, Offset] | None
+            if info.leader == self.broker_id:
+                # Led here since a moment ago: the end offset once the high watermark is known.
+                try:
+                    found = await self.offsets(topic, info.partition)
+                except HeadwaterError:
+                    return
+                info.beginning_offset, info.end_offset = found
                 return
             leader = self.image.broker(info.leader)
             if leader is None:
@@ -728,20 +782,18 @@ class Broker:
                     )
                 await self._check_producer(header.producer_id, header.producer_epoch)
             records += header.records_count
+        # Asked again after the awaits above: leadership may have moved while the producer id
+        # was looked up. The append is the current leader role's or none at all -- a replica this
+        # broker has stopped leading never takes a produce (docs/cluster.md, "acks").
+        leader = self.leader_role(topic_name, partition, plog)
         now = self.now_ms()
-        leader = (
-            None if self.replication is None else self.replication.leader_for(topic_name, partition)
-        )
-        if leader is not None and leader.plog is plog:
-            timeout_s = self.settings.request_timeout_ms / 1000
-            try:
-                results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
-            except StorageError as exc:
-                if is_disk_failure(exc):
-                    self.node.take_storage_offline(exc.message)
-                raise
-        else:
-            results = await plog.append(body, batches, now)
+        timeout_s = self.settings.request_timeout_ms / 1000
+        try:
+            results = await leader.append(body, batches, now, acks=acks, timeout_s=timeout_s)
+        except StorageError as exc:
+            if is_disk_failure(exc):
+                self.node.take_storage_offline(exc.message)
+            raise
         for _pos, header in batches:
             if header.producer_id >= 0:
                 self.producer_ids.touch(header.producer_id, now)
@@ -1059,16 +1111,35 @@ class Broker:
             next_offset = Offset(records[-1].offset + 1)
         return RecordsFetch(records, next_offset, data.high_watermark, data.log_start_offset)
 
-    def offsets(self, topic_name: str, partition: int) -> tuple[Offset, Offset]:
-        """Log start and high watermark of a partition this broker leads."""
-        plog = self.partition(topic_name, partition)
+    async def offsets(self, topic_name: str, partition: int) -> tuple[Offset, Offset]:
+        """Log start and high watermark of a partition this broker leads.
+
+        The end offset never goes backwards across a leader change: a new leader answers once
+        its high watermark has reached the start of its epoch (a fetch round of its followers),
+        waiting briefly for that, else 503 50307 (Kafka's KIP-207).
+        """
+        plog = (await self._known_leader(topic_name, partition)).plog
         return plog.log_start_offset, plog.high_watermark
 
-    def lookup_offset(
+    async def lookup_offset(
         self, topic_name: str, partition: int, timestamp: int
     ) -> tuple[Offset, TimestampMs] | None:
-        """Earliest offset whose timestamp is >= ``timestamp`` (None when there is none)."""
-        return self.partition(topic_name, partition).lookup_timestamp(timestamp)
+        """Earliest offset whose timestamp is >= ``timestamp`` (None when there is none), among
+        the records below the high watermark once it is known (see :meth:`offsets`)."""
+        leader = await self._known_leader(topic_name, partition)
+        return leader.plog.lookup_timestamp(timestamp)
+
+    async def _known_leader(self, topic_name: str, partition: int) -> PartitionLeader:
+        leader = self.leader_role(topic_name, partition)
+        wait_s = min(self.settings.request_timeout_ms, KNOWN_HIGH_WATERMARK_WAIT_MS) / 1000
+        if not await leader.wait_high_watermark_known(wait_s):
+            raise OffsetNotAvailableError(
+                f"Broker {self.broker_id} leads partition {partition} of topic '{topic_name}' "
+                f"since leader epoch {leader.leader_epoch}, and its high watermark "
+                f"({leader.plog.high_watermark}) has not reached the epoch's start offset "
+                f"({leader.epoch_start_offset}) yet; retry"
+            )
+        return self.leader_role(topic_name, partition)
 
     def _update_offset_metrics(self, plog: PartitionLog) -> None:
         labels = (plog.topic, str(plog.partition))

@@ -45,6 +45,9 @@ class BrokerSettings(ServiceSettings):
     heartbeat_interval_ms: int = Field(default=250, ge=1)
     controller_lease_ms: int = Field(default=2000, ge=1)
     metadata_poll_ms: int = Field(default=100, ge=1)
+    # A broker whose metadata image has lacked a change already in the log for longer than this
+    # stops acting as a leader (503 50302) until it catches up: leadership may have moved.
+    metadata_max_lag_ms: int = Field(default=2000, ge=1)
     rack: str | None = None
     replica_lag_time_max_ms: int = Field(default=10_000, ge=1)
     # min.insync.replicas of topics that do not set it (capped at a partition's replica count).

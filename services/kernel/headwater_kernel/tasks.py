@@ -1,4 +1,6 @@
-"""``cancel_and_wait``: stop asyncio tasks for certain, even where a cancellation is swallowed.
+"""Background tasks: ``cancel_and_wait`` stops them for certain, ``BackgroundTasks`` keeps a set.
+
+``cancel_and_wait`` stops asyncio tasks even where a cancellation is swallowed.
 
 On Python 3.11, ``asyncio.wait_for`` loses a cancellation that arrives as the awaitable it
 wraps finishes: it returns that result, and the task goes on as if never cancelled (CPython
@@ -13,8 +15,10 @@ call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable, Iterator
 from typing import Any
 
 RECANCEL_S = 0.05  # how long a cancelled task gets before it is cancelled again
@@ -40,3 +44,47 @@ async def cancel_and_wait(
             wait = min(wait, left)
         _done, pending = await asyncio.wait(pending, timeout=wait)
     return True
+
+
+class BackgroundTasks:
+    """The background tasks of one component, started and stopped together, none lost unseen.
+
+    A task that ends with an exception while the set is running is logged at error level with
+    its traceback and recorded in :attr:`failed`, which the component's readiness reports: a
+    loop that dies is a broker that is not ready, never a silent gap. Loops are still written to
+    survive their own errors (log, back off, retry); this is the net under them.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._log = logger
+        self._tasks: list[asyncio.Task[None]] = []
+        self.failed: dict[str, str] = {}
+        """Task name -> the exception that ended it."""
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(work, name=name)
+        self._tasks.append(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def __iter__(self) -> Iterator[asyncio.Task[None]]:
+        return iter(list(self._tasks))
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task not in self._tasks:
+            return
+        error = task.exception()
+        if error is None:
+            return
+        name = task.get_name()
+        self.failed[name] = f"{type(error).__name__}: {error}"
+        self._log.error("background task %s died", name, exc_info=error)
+
+    async def stop(self) -> None:
+        """Cancel every task and wait for each (see :func:`cancel_and_wait`); what they raised
+        while stopping is dropped."""
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -99,27 +99,51 @@ def below(data: bytes, end: int) -> bytes:
     return data[:cut]
 
 
-def read_values(url: str, topic: str) -> tuple[list[str], int]:
-    """Every value of partition 0 read from its leader, and the high watermark reached.
+def read_values(
+    cluster: Cluster, topic: str, until: int, *, url: str | None = None
+) -> tuple[list[str], int]:
+    """Every value of partition 0 from offset 0 up to at least ``until`` -- an end the test
+    knows is committed (past every acknowledged offset) -- read from the leader, and the offset
+    reached. ``url``: the broker to ask first (else the leader the cluster reports).
 
-    A 421 (the leadership moved meanwhile, as a preferred leader taking it back) is followed to
-    the leader it names, as a client's metadata refresh would."""
+    Leadership may move while it reads (a preferred leader takes the partition back right
+    after it rejoins the ISR), and a new leader's high watermark is not known until its
+    followers' first fetches: so a 421 is followed to the leader it names, and a 503 (no leader,
+    or 50307 while the new leader's high watermark is not known yet), a refused connection or
+    an empty answer before ``until`` is asked again, for up to 30 s. An empty answer is the end
+    only past ``until``.
+    """
     values: list[str] = []
     offset = 0
-    moves = 0
+    deadline = time.monotonic() + 30
+    url = url or cluster.url(cluster.leader(topic))
     with httpx.Client(timeout=10) as client:
         while True:
-            answer = client.get(
-                f"{url}/topics/{topic}/partitions/0/records",
-                params={"offset": offset},
-                headers={"accept": "application/vnd.headwater.batches"},
-            )
-            if answer.status_code == 421 and answer.json().get("leader_url") and moves < 5:
-                url, moves = answer.json()["leader_url"], moves + 1
+            assert time.monotonic() < deadline, f"read stuck at offset {offset} below {until}"
+            try:
+                answer = client.get(
+                    f"{url}/topics/{topic}/partitions/0/records",
+                    params={"offset": offset, "max_wait_ms": 200},
+                    headers={"accept": "application/vnd.headwater.batches"},
+                )
+            except httpx.TransportError:
+                answer = None
+            if answer is not None and answer.status_code == 421:
+                named = answer.json().get("leader_url")
+                url = (
+                    named if isinstance(named, str) else cluster.url(max(cluster.leader(topic), 0))
+                )
+                continue
+            if answer is None or answer.status_code == 503:
+                time.sleep(0.1)
+                url = cluster.url(max(cluster.leader(topic), 0))
                 continue
             answer.raise_for_status()
             if not answer.content:
-                return values, offset
+                if offset >= until:
+                    return values, offset
+                url = cluster.url(max(cluster.leader(topic), 0))
+                continue
             values.extend(bytes(r.value or b"").decode() for r in decode_batches(answer.content))
             offset = int(answer.headers["headwater-next-offset"])
 
@@ -347,7 +371,7 @@ def check_after_healing(
         30,
         "the high watermark past every acknowledged offset",
     )
-    values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
+    values, high_watermark = read_values(cluster, topic, last + 1)
     for load in loads:
         check_acknowledged(values, load.acknowledged)
     if reader is not None:

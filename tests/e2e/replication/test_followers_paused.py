@@ -112,7 +112,7 @@ def test_writes_are_refused_below_min_isr_and_succeed_after_resume(
             30,
             "the high watermark past every acknowledged offset",
         )
-        values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
+        values, high_watermark = read_values(cluster, topic, max(last_offsets) + 1)
         check_acknowledged(values, acknowledged)
         time.sleep(1.0)
     finally:

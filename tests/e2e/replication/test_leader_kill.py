@@ -84,7 +84,7 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> No
             30,
             "the high watermark past every acknowledged offset",
         )
-        values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
+        values, high_watermark = read_values(cluster, topic, max(last_offsets) + 1)
         check_acknowledged(values, acknowledged)
         # Let the followers copy the last high watermark, then compare the replicas on disk.
         time.sleep(1.0)

@@ -82,7 +82,9 @@ def test_a_replaced_leader_acknowledges_nothing_and_rejoins(
             "the high watermark past every acknowledged offset",
         )
         leader_url = cluster.url(cluster.leader(topic))
-        values, high_watermark = read_values(leader_url, topic)
+        values, high_watermark = read_values(
+            cluster, topic, max(load.last_offsets) + 1, url=leader_url
+        )
         check_acknowledged(values, load.acknowledged)
         # What the stopped broker acknowledged after it was stopped (its answers then came
         # after it resumed), it acknowledged as leader of a later epoch (it is the preferred

@@ -156,7 +156,7 @@ def test_sigterm_of_the_leader_fails_no_send(tmp_path: Path) -> None:
             30,
             "the high watermark past every acknowledged record",
         )
-        values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
+        values, high_watermark = read_values(cluster, topic, len(acknowledged))
         check_acknowledged(values, acknowledged)
         time.sleep(1.0)  # the followers copy the last high watermark
     finally:

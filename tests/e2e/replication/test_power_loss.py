@@ -151,12 +151,12 @@ def test_power_loss_under_fsync_never_loses_acknowledged_records(tmp_path: Path)
             acknowledge_more(load, 40, 60, "acks before the power loss")
             load.stop()
             assert not load.errors, load.errors
-            values, _end = read_values(cluster.url(cluster.leader(topic)), topic)
+            values, _end = read_values(cluster, topic, max(load.last_offsets) + 1)
             assert values == load.acknowledged  # all there while the power is on
             power_loss(cluster, disks)
             power_on(cluster, disks, "never")
             wait_for(lambda: cluster.leader(topic) >= 0, 30, "a leader after the power returns")
-            values, high_watermark = read_values(cluster.url(cluster.leader(topic)), topic)
+            values, high_watermark = read_values(cluster, topic, 0)
             assert len(load.acknowledged) >= 200
             assert (values, high_watermark) == ([], 0)
         finally:

@@ -187,7 +187,7 @@ def test_a_partition_moves_to_new_brokers_under_load(tmp_path: Path) -> None:
             60,
             "the high watermark past every acknowledged offset",
         )
-        values, _ = read_values(cluster.url(2), topic)
+        values, _ = read_values(cluster, topic, last + 1, url=cluster.url(2))
         check_acknowledged(values, load.acknowledged)
         assert all((tmp_path / f"broker-{b}" / f"{topic}-0").is_dir() for b in (2, 3))
     finally:
@@ -246,7 +246,7 @@ def test_reassigning_back_cancels_a_move_and_the_added_replica_deletes_its_copy(
         # Broker 1, the first target, took leadership once in sync; the cancel gives it back.
         assert (state.leader, state.leader_epoch) == (0, before.leader_epoch + 2)
         wait_for(lambda: not copy.exists(), 60, "broker 1 to delete its copy")
-        values, _ = read_values(cluster.url(0), topic)
+        values, _ = read_values(cluster, topic, 300, url=cluster.url(0))
         assert values == [f"r{i}" for i in range(300)]
     finally:
         cluster.stop_all()

@@ -105,7 +105,7 @@ def test_an_unclean_election_logs_and_counts_the_committed_records_it_loses(
             return isinstance(isr, list) and sorted(isr) == [0, 1]
 
         wait_for(both_in_sync, 60, "broker 0 back in sync with the unclean leader")
-        values, _ = read_values(cluster.url(cluster.leader(topic)), topic)
+        values, _ = read_values(cluster, topic, BEFORE + 1)
         assert values == [f"both-{i}" for i in range(BEFORE)] + ["after"]
     finally:
         cluster.stop_all()

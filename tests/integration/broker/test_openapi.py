@@ -208,9 +208,11 @@ STORAGE_ERROR = 50003
 # What only a cluster of several brokers (or one losing its metadata store) answers: 421 42101
 # for a relayed request at a broker that does not lead the partition, 503 50302 while none does,
 # 503 50303/50304 and 504 50401 for acks=all, 503 50305 while there is no controller, 503 50306
-# while the store is unreachable. tests/e2e/cluster and tests/e2e/headwater/test_cluster_routing.py
-# provoke them; here one broker leads everything and is the controller.
-CLUSTER_ONLY = {42101, 50302, 50303, 50304, 50305, 50306, 50401}
+# while the store is unreachable, 503 50307 for offsets at a new leader whose high watermark has
+# not reached its epoch's start. tests/e2e/cluster, tests/e2e/headwater/test_cluster_routing.py
+# and tests/unit/broker/test_replication_scenarios.py provoke them; here one broker leads
+# everything and is the controller.
+CLUSTER_ONLY = {42101, 50302, 50303, 50304, 50305, 50306, 50307, 50401}
 
 
 async def test_the_document_is_valid_and_constraints_are_in_it(tmp_path: Path) -> None:

@@ -109,7 +109,7 @@ def test_a_record_partition_other_than_the_paths_is_refused(
         with pytest.raises(InvalidRecordError) as raised:
             await broker.produce("orders", 3, source)
         assert str(raised.value) == "records[1].partition 1 differs from the path's partition 3"
-        assert broker.offsets("orders", 3) == (0, 0)
+        assert await broker.offsets("orders", 3) == (0, 0)
 
     run(scenario)
 

@@ -53,7 +53,7 @@ def test_a_recreated_name_never_reads_the_deleted_topics_data(tmp_path: Path) ->
             await broker.delete_topic("gone")
             assert not (tmp_path / "gone-0").exists()
             await broker.create_topic("gone", 1)
-            assert broker.offsets("gone", 0) == (0, 0)
+            assert await broker.offsets("gone", 0) == (0, 0)
         (tmp_path / "gone-0.abc.deleted").mkdir()  # a crash between rename and removal
         stray = tmp_path / "stray-0"
         stray.mkdir()
@@ -86,7 +86,7 @@ def test_a_pre_cluster_catalog_is_imported_with_its_data(tmp_path: Path) -> None
         (tmp_path / "producers.json").write_bytes(orjson.dumps({"next_id": 5000, "producers": {}}))
         async with started(tmp_path) as broker:
             assert broker.list_topics() == ["old"]
-            assert broker.offsets("old", 0) == (0, 1)
+            assert await broker.offsets("old", 0) == (0, 1)
             assert topic_id_of(tmp_path / "old-0") == broker.image.topics["old"].topic_id
             producer_id, _epoch = await broker.init_producer(None, None)
             assert producer_id >= 5000  # never an id the single broker issued
@@ -125,5 +125,29 @@ def test_expired_producers_leave_partition_state_too(tmp_path: Path) -> None:
             now[0] += 1.0
             assert await broker.expire_producers() == [pid]
             assert broker.partition("t", 0).producers.entries == {}
+
+    asyncio.run(main())
+
+
+def test_copied_producer_state_is_kept_until_its_own_batches_expire(tmp_path: Path) -> None:
+    """A follower copies the state of producers that never wrote to it; it must still know
+    their sequences when their retries reach it as the new leader, so expiry goes by the
+    partition's own last batch of each producer, not by whether this broker saw the producer."""
+
+    async def main() -> None:
+        now = [1_800_000_000.0]
+        async with started(tmp_path, producer_id_expiration_ms=1000) as broker:
+            broker.clock = lambda: now[0]
+            await broker.create_topic("t", 1)
+            plog = broker.partition("t", 0)
+            copied = encode_batch(
+                [(None, b"x", [])], producer_id=77, producer_epoch=0, base_sequence=0
+            )
+            await plog.append_as_follower(copied, broker.now_ms())  # as a replica copies it
+            assert await broker.expire_producers() == []
+            assert list(plog.producers.entries) == [77]
+            now[0] += 1.5
+            await broker.expire_producers()
+            assert plog.producers.entries == {}
 
     asyncio.run(main())

@@ -316,6 +316,85 @@ async def test_acks_all_fails_with_421_when_leadership_moves(tmp_path: Path) -> 
         await lead.append(body, list(iter_batches(body)), sim.now, acks=1, timeout_s=1)
 
 
+async def test_an_append_waiting_for_the_lock_when_leadership_moves_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The lock is held across awaits under ``BROKER_FSYNC=always`` (a truncation waits for a
+    sync in flight): an append queued behind it must not land in what is by then a follower's
+    log, stamped with the ended epoch and never replicated."""
+    sim = Sim(tmp_path, n=2)
+    await sim.append(["a"])
+    await sim.catch_up()
+    lead, plog = sim.lead, sim.leader.plog
+    body = bytearray(values_batch(["b"]))
+    await plog.lock.acquire()
+    produce = asyncio.create_task(
+        lead.append(body, list(iter_batches(body)), sim.now, acks=1, timeout_s=5)
+    )
+    await asyncio.sleep(0)
+    sim.elect(1)  # broker 0 follows broker 1 from here on
+    plog.lock.release()
+    with pytest.raises(NotLeaderOrFollowerError):
+        await asyncio.wait_for(produce, 5)
+    assert log_values(plog) == ["a"]
+
+
+async def test_an_ended_leader_epoch_acknowledges_nothing_whatever_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    """Once a replica follows, its high watermark is its new leader's: an acks=all wait of the
+    ended epoch (an append whose fsync outlasted the epoch) is answered 421, not 200."""
+    sim = Sim(tmp_path, n=2)
+    await sim.append(["a"])
+    await sim.catch_up()
+    _base, last = await sim.append(["b"])  # on broker 0 alone
+    lead = sim.lead
+    sim.elect(1)
+    await sim.append(["c", "d"])  # the new leader writes over offset 1
+    for _ in range(3):
+        await sim.fetch(0)  # truncates "b", copies "c" and "d", learns the high watermark
+    assert sim.replicas[0].plog.high_watermark > last
+    assert "b" not in log_values(sim.replicas[0].plog)
+    with pytest.raises(NotLeaderOrFollowerError):
+        await lead.wait_for_acks(last, timeout_s=1)
+
+
+async def test_a_new_leader_reports_no_end_offset_below_an_acknowledged_one(
+    tmp_path: Path,
+) -> None:
+    """The CI failure of issue 27, step by step. Leader 2 appends a batch; follower 1 fetches
+    it first (the high watermark cannot move: follower 0 lacks it), then follower 0 does and the
+    high watermark passes the batch, so acks=all answers. Follower 1 still knows the earlier
+    high watermark -- its fetch is parked until more data arrives. The preferred leader, 1,
+    takes the partition back. A reader asking it for the end offset must not be told the old
+    high watermark (the acknowledged batch would look lost): the end offset is unknown until
+    the followers' first fetches in the new epoch lift the high watermark to its start."""
+    sim = Sim(tmp_path)
+    sim.elect(2)
+    await sim.append(["a"])
+    await sim.catch_up()
+    body = bytearray(values_batch(["b"]))
+    acked = asyncio.create_task(
+        sim.lead.append(body, list(iter_batches(body)), sim.now, acks=-1, timeout_s=5)
+    )
+    await asyncio.sleep(0)
+    # Both copy "b"; 1 reports having it first (0 has not said so yet: the high watermark
+    # stays), then 0 does and the high watermark passes "b".
+    for follower in (1, 0, 1, 0):
+        await sim.fetch(follower)
+    (result,) = await asyncio.wait_for(acked, 5)
+    assert result.last_offset == 1
+    assert sim.replicas[1].plog.high_watermark == 1  # below the acknowledged offset
+    sim.elect(1)
+    assert not sim.lead.high_watermark_known
+    assert not await sim.lead.wait_high_watermark_known(0.01)
+    await sim.fetch(0)
+    await sim.fetch(2)  # diverges nowhere; reports its end
+    assert sim.lead.high_watermark_known
+    assert sim.leader.plog.high_watermark == 2
+    assert log_values(sim.leader.plog, sim.leader.plog.high_watermark) == ["a", "b"]
+
+
 async def test_acks_all_times_out_with_504(tmp_path: Path) -> None:
     sim = Sim(tmp_path, n=2)
     body = bytearray(values_batch(["a"]))

@@ -15,6 +15,7 @@ from headwater.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
 )
 from headwater_broker.cluster.controller import MAX_PARTITIONS
@@ -279,6 +280,8 @@ REPLICATED: tuple[type[HeadwaterError], ...] = (
     RequestTimedOutError,
 )
 AT_CONTROLLER: tuple[type[HeadwaterError], ...] = (NotControllerError, MetadataUnavailableError)
+# An end offset is answered once a new leader's high watermark is known (KIP-207): 503 50307.
+KNOWN_END: tuple[type[HeadwaterError], ...] = (OffsetNotAvailableError,)
 
 
 def error_responses(*errors: type[HeadwaterError]) -> dict[int | str, dict[str, Any]]:

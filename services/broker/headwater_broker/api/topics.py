@@ -242,7 +242,7 @@ async def describe_reassignment(
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
     response_model=models.Offsets,
-    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER),
+    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER, *models.KNOWN_END),
     summary="Beginning (log start) and end (next to be written) offsets, from the leader",
 )
 async def offsets(
@@ -250,14 +250,14 @@ async def offsets(
 ) -> models.Offsets | Response:
     if (relayed := await at_leader(request, broker, topic, partition)) is not None:
         return relayed
-    beginning, end = broker.offsets(topic, partition)
+    beginning, end = await broker.offsets(topic, partition)
     return models.Offsets(beginning_offset=beginning, end_offset=end)
 
 
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets/lookup",
     response_model=models.OffsetLookup,
-    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER),
+    responses=models.error_responses(*_ANSWER, *_PARTITION, *models.AT_LEADER, *models.KNOWN_END),
     summary="Earliest offset whose timestamp is >= `timestamp` (ms); nulls when none",
 )
 async def lookup_offset(
@@ -269,7 +269,7 @@ async def lookup_offset(
 ) -> models.OffsetLookup | Response:
     if (relayed := await at_leader(request, broker, topic, partition)) is not None:
         return relayed
-    found = broker.lookup_offset(topic, partition, timestamp)
+    found = await broker.lookup_offset(topic, partition, timestamp)
     if found is None:
         return models.OffsetLookup(offset=None, timestamp=None)
     return models.OffsetLookup(offset=found[0], timestamp=found[1])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from headwater.errors import MetadataUnavailableError
@@ -29,6 +30,8 @@ from headwater_broker.cluster.state import ChangeOffset
 from headwater_broker.cluster.store import MetadataStore
 
 log = logging.getLogger("headwater.broker.cluster")
+
+_MAX_UNAPPLIED = 64  # log ends remembered past the image (one per heartbeat or poll at most)
 
 Listener = Callable[[MetadataImage, Sequence[MetadataEvent]], None]
 """Called with the new image and the events that led to it, in change order."""
@@ -45,6 +48,9 @@ class MetadataFollower:
         self._listeners: list[Listener] = []
         self.last_poll_monotonic = 0.0
         """When the last poll answered: the image is at most this stale (plus one poll)."""
+        # Ends of the change log seen (by polls and heartbeats) past the image, with when each
+        # was first seen, oldest first: the image's lag is the age of the oldest.
+        self._unapplied: deque[tuple[int, float]] = deque()
 
     @property
     def image(self) -> MetadataImage:
@@ -61,6 +67,27 @@ class MetadataFollower:
 
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
+
+    def saw_log_end(self, offset: int) -> None:
+        """The change log reached ``offset`` (read from the store by a poll or a heartbeat)."""
+        if offset <= self.image.offset or len(self._unapplied) >= _MAX_UNAPPLIED:
+            return
+        if not self._unapplied or offset > self._unapplied[-1][0]:
+            self._unapplied.append((offset, time.monotonic()))
+
+    def lag_ms(self) -> float:
+        """How long the image has lacked a change that was in the log (0 when it has them all).
+
+        A poll that applies what it read keeps this near zero; a follower that cannot poll
+        while heartbeats still read the log's end (a session the server ended, a bug) lets it
+        grow, and the broker stops acting as a leader past ``BROKER_METADATA_MAX_LAG_MS``.
+        """
+        applied = self.image.offset
+        while self._unapplied and self._unapplied[0][0] <= applied:
+            self._unapplied.popleft()
+        if not self._unapplied:
+            return 0.0
+        return (time.monotonic() - self._unapplied[0][1]) * 1000
 
     async def load(self) -> MetadataImage:
         """Replace the image with a fresh snapshot."""
@@ -79,6 +106,7 @@ class MetadataFollower:
             after = self.image.offset
             batch = await self.store.call(self.store.read_changes, after, self.batch)
             self.last_poll_monotonic = time.monotonic()
+            self.saw_log_end(batch.last_change)
             rows = batch.changes
             pruned = (rows and rows[0].offset > after + 1) or (
                 not rows and batch.last_change > after
@@ -128,7 +156,9 @@ class MetadataFollower:
         return self.image
 
     async def run(self) -> None:
-        """Poll forever; a database outage leaves the image as it was and is retried."""
+        """Poll forever. A failed poll -- a database outage, a session the server ended while
+        this process was paused, or a bug -- leaves the image as it was and is retried after
+        the poll interval; it is logged once per run of failures, never ends the loop."""
         failing = False
         while True:
             try:
@@ -141,5 +171,9 @@ class MetadataFollower:
                     log.warning(
                         "metadata poll failed, image kept at %d: %s", self.image.offset, exc
                     )
+                failing = True
+            except Exception:
+                if not failing:
+                    log.exception("metadata poll failed, image kept at %d", self.image.offset)
                 failing = True
             await asyncio.sleep(self.poll_ms / 1000)

@@ -27,7 +27,7 @@ from headwater_broker.cluster.session import Registration
 from headwater_broker.cluster.settings import ClusterSettings
 from headwater_broker.cluster.state import BrokerEpoch
 from headwater_broker.cluster.store import MetadataStore
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker.cluster")
 
@@ -56,7 +56,7 @@ class ClusterNode:
         self._follower: MetadataFollower | None = None
         self._controller: Controller | None = None
         self._producer_ids: ProducerIds | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks(log)
 
     # --- parts (available once started) ---------------------------------------------------------
 
@@ -151,19 +151,22 @@ class ClusterNode:
             store.cluster_id,
             self._registration.epoch,
         )
-        self._tasks = [
-            asyncio.create_task(self._heartbeats(), name="cluster-heartbeats"),
-            asyncio.create_task(self._follower.run(), name="cluster-metadata-follower"),
-            asyncio.create_task(self._controller.run(), name="cluster-controller"),
-        ]
+        self._tasks.spawn(self._heartbeats(), "cluster-heartbeats")
+        self._tasks.spawn(self._follower.run(), "cluster-metadata-follower")
+        self._tasks.spawn(self._controller.run(), "cluster-controller")
+
+    @property
+    def failed_tasks(self) -> dict[str, str]:
+        """Background tasks that died (name -> error): the broker is not ready while any has."""
+        return self._tasks.failed
+
+    def metadata_lag_ms(self) -> float:
+        """How long this broker's image has lacked a change already in the log (0: current)."""
+        return self.follower.lag_ms() if self._follower is not None else 0.0
 
     async def stop(self) -> None:
         """Resign the lease, release the session (so the id can come back at once), close."""
-        tasks, self._tasks = self._tasks, []
-        await cancel_and_wait(tasks)
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.stop()
         store = self._store
         if store is None:
             return
@@ -178,11 +181,7 @@ class ClusterNode:
     async def abandon(self) -> None:
         """Stop every task and close the store *without* resigning or releasing: what a crash
         (kill -9) leaves behind, for fault drills in one process."""
-        tasks, self._tasks = self._tasks, []
-        await cancel_and_wait(tasks)
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.stop()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -218,9 +217,10 @@ class ClusterNode:
         # Also ended by the flag: a cancel can be lost (headwater_kernel.tasks).
         while not self.storage_offline:
             try:
-                await self.store.call(
+                log_end = await self.store.call(
                     session.heartbeat, self.store, registration, self.follower.image.offset
                 )
+                self.follower.saw_log_end(log_end)
                 failing = False
             except StaleBrokerEpochError as exc:
                 log.error("%s; this broker stops acting in the cluster", exc.message)
@@ -233,6 +233,12 @@ class ClusterNode:
             except MetadataUnavailableError as exc:
                 if not failing:
                     log.warning("heartbeat failed: %s", exc)
+                failing = True
+            except Exception:
+                # A bug or an unclassified database error: a broker that stops heartbeating is
+                # fenced, so the loop goes on whatever happened.
+                if not failing:
+                    log.exception("heartbeat failed")
                 failing = True
             await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
 

@@ -113,8 +113,10 @@ def register(
     raise AssertionError("unreachable")
 
 
-def heartbeat(store: MetadataStore, me: Registration, applied_change: int) -> None:
-    """Refresh this incarnation's heartbeat (database clock) and report the applied change."""
+def heartbeat(store: MetadataStore, me: Registration, applied_change: int) -> ChangeOffset:
+    """Refresh this incarnation's heartbeat (database clock) and report the applied change;
+    return the change log's end (``controller.last_change``), so the broker can tell how far
+    behind its image is even when its metadata follower cannot poll."""
     s = t.broker_sessions.c
     with store.write() as conn:
         updated = conn.execute(
@@ -127,7 +129,7 @@ def heartbeat(store: MetadataStore, me: Registration, applied_change: int) -> No
             .values(heartbeat_ms=store.now, applied_change=applied_change)
         )
         if updated.rowcount == 1:
-            return
+            return ChangeOffset(conn.execute(sa.select(t.controller.c.last_change)).scalar_one())
         row = conn.execute(sa.select(t.broker_sessions).where(s.broker_id == me.broker_id)).first()
     now_held = (
         "nobody" if row is None else f"incarnation {row.incarnation} epoch {row.epoch} at {row.url}"

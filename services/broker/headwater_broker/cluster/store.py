@@ -85,6 +85,44 @@ _ROW = 1  # the id of the single row of ``cluster`` and ``controller``
 _BOOTSTRAP_LOCK = 0x68656164_77617472  # pg_advisory_xact_lock key: table creation, one at a time
 
 
+# SQLSTATE classes of errors that end a session or a transaction through no fault of the
+# statement: 08 connection exception, 25 invalid transaction state (25P03: the server ended a
+# transaction left idle past idle_in_transaction_session_timeout -- a broker paused mid-read),
+# 40 transaction rollback (serialization failure, deadlock), 53 insufficient resources,
+# 55 lock not available (lock_timeout), 57 operator intervention (shutdown, cancel).
+_RETRIABLE_SQLSTATE_CLASSES = frozenset({"08", "25", "40", "53", "55", "57"})
+
+
+def metadata_unavailable(exc: BaseException) -> MetadataUnavailableError | None:
+    """The one classification of the store's errors: retriable ones as 503 50306, else None.
+
+    Retriable -- the database is away or ended this session, and the same call can succeed on
+    another connection: SQLAlchemy's ``OperationalError`` and ``InterfaceError`` (a lost or
+    closed connection, SQLite busy or locked), a connection invalidated under a statement, a
+    pool that had no connection within its timeout, a connection left in a failed transaction
+    (``PendingRollbackError``), and any DBAPI error whose SQLSTATE is in a class above.
+    Everything else (an integrity violation, a syntax or schema error) is a bug or a refused
+    statement: raised as it is, never retried as an outage.
+    """
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return _unavailable(exc)
+    if isinstance(exc, DBAPIError):
+        sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+        if exc.connection_invalidated or sqlstate[:2] in _RETRIABLE_SQLSTATE_CLASSES:
+            return _unavailable(exc)
+        return None
+    if isinstance(exc, (sa.exc.TimeoutError, sa.exc.DisconnectionError)):
+        return _unavailable(exc)
+    if isinstance(exc, sa.exc.PendingRollbackError):
+        return _unavailable(exc)
+    return None
+
+
+def _unavailable(exc: sa.exc.SQLAlchemyError) -> MetadataUnavailableError:
+    orig = getattr(exc, "orig", None)
+    return MetadataUnavailableError(f"The metadata store did not answer: {orig or exc}")
+
+
 class ImageBehindError(Exception):
     """The controller decided from an image older than the log: it must catch up and decide again.
 
@@ -165,11 +203,12 @@ class MetadataStore:
         except HeadwaterError:
             self._answered()
             raise
-        except (OperationalError, InterfaceError) as exc:
+        except sa.exc.SQLAlchemyError as exc:
+            unavailable = metadata_unavailable(exc)
+            if unavailable is None:
+                raise
             self._contact_since = None
-            raise MetadataUnavailableError(
-                f"The metadata store did not answer: {exc.orig if exc.orig else exc}"
-            ) from exc
+            raise unavailable from exc
         self._answered()
         return result
 

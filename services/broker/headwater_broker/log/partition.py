@@ -34,6 +34,7 @@ import itertools
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -330,6 +331,7 @@ class PartitionLog:
         now_ms: int,
         *,
         leader_epoch: int = -1,
+        guard: Callable[[], None] | None = None,
     ) -> list[AppendResult]:
         """Append validated batches (``(position in buf, header)``), assigning their offsets.
 
@@ -337,10 +339,15 @@ class PartitionLog:
         written, so a rejected request changes nothing. ``buf`` is modified in place: base
         offsets, and with ``leader_epoch`` >= 0 (a replicated partition's leader) the batches'
         ``partitionLeaderEpoch``, recorded in the leader-epoch checkpoint when it is new.
+        ``guard`` runs under the append lock, right before anything is judged or written, and
+        refuses the append by raising (a leader that resigned while this append waited for the
+        lock: the log may since have been truncated and appended to as a follower's).
         """
         async with self.lock:
             if self.closed:
                 raise self._closed_error()
+            if guard is not None:
+                guard()
             results, writes = self._plan(batches, now_ms)
             if writes:
                 if leader_epoch >= 0:

@@ -139,13 +139,12 @@ class ProducerStateTable:
             )
         self.commit(pending)
 
-    def expire(self, now_ms: int, expiration_ms: int, live: set[int] | None = None) -> list[int]:
-        """Forget producers idle longer than ``expiration_ms`` (or not in ``live``)."""
+    def expire(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers whose last batch here is older than ``expiration_ms``."""
         gone = [
             pid
             for pid, entry in self.entries.items()
             if now_ms - entry.last_timestamp > expiration_ms
-            or (live is not None and pid not in live)
         ]
         for pid in gone:
             del self.entries[pid]

@@ -129,6 +129,24 @@ class PartitionLeader:
         self.epoch_start_offset = plog.log_end_offset
         self.maybe_advance_high_watermark(now_ms)
 
+    @property
+    def high_watermark_known(self) -> bool:
+        """Whether the high watermark has reached the start offset of this leader epoch.
+
+        Every offset the previous leader committed is below that start (this replica was in
+        sync, so its log end was at least that leader's high watermark), but the high
+        watermark this replica brought from following lags by up to a fetch round. Until the
+        followers' first fetches in this epoch lift it there, an end offset read from it could
+        be lower than one already reported: Kafka's KIP-207 answers OFFSET_NOT_AVAILABLE then.
+        """
+        return self.plog.high_watermark >= self.epoch_start_offset
+
+    async def wait_high_watermark_known(self, timeout_s: float) -> bool:
+        """Wait (bounded) until :attr:`high_watermark_known`; True if it is."""
+        if not self.high_watermark_known:
+            await self.plog.wait_for_data(self.epoch_start_offset - 1, timeout_s)
+        return self.high_watermark_known
+
     # --- state from the controller ----------------------------------------------------------
 
     @property
@@ -162,12 +180,12 @@ class PartitionLeader:
     def resign(self, error: BrokerError | None = None) -> None:
         """This broker no longer leads in this epoch: fail every acks=all wait (421 by default)."""
         self.resigned = True
-        self.acks.fail_all(
-            error
-            or NotLeaderOrFollowerError(
-                f"Broker {self.broker_id} no longer leads {self.name} "
-                f"(leader epoch {self.leader_epoch} ended)"
-            )
+        self.acks.fail_all(error or self._ended())
+
+    def _ended(self) -> NotLeaderOrFollowerError:
+        return NotLeaderOrFollowerError(
+            f"Broker {self.broker_id} no longer leads {self.name} "
+            f"(leader epoch {self.leader_epoch} ended)"
         )
 
     # --- high watermark and in-sync set -----------------------------------------------------
@@ -345,19 +363,36 @@ class PartitionLeader:
         acks: int,
         timeout_s: float,
     ) -> list[AppendResult]:
-        """Append stamped with this leader epoch; with ``acks=-1`` (all) wait for the ISR."""
-        if self.resigned:
-            raise NotLeaderOrFollowerError(f"Broker {self.broker_id} no longer leads {self.name}")
+        """Append stamped with this leader epoch; with ``acks=-1`` (all) wait for the ISR.
+
+        Refused (421) once this leader epoch has ended, also when it ends while the append waits
+        for the log's lock: by then the replica may be a follower whose log was truncated, and
+        a batch written there would neither carry the current epoch nor be replicated.
+        """
+        self.check_leading()
         if acks == -1:
             self.check_min_isr()
-        results = await self.plog.append(buf, batches, now_ms, leader_epoch=self.leader_epoch)
+        results = await self.plog.append(
+            buf, batches, now_ms, leader_epoch=self.leader_epoch, guard=self.check_leading
+        )
         self.maybe_advance_high_watermark(now_ms)
         if acks == -1 and results:
             await self.wait_for_acks(max(r.last_offset for r in results), timeout_s)
         return results
 
+    def check_leading(self) -> None:
+        """NotLeaderOrFollowerError (421) once this leader epoch has ended here."""
+        if self.resigned:
+            raise self._ended()
+
     async def wait_for_acks(self, last_offset: int, timeout_s: float) -> None:
-        """Return once the high watermark passes ``last_offset`` with enough replicas in sync."""
+        """Return once the high watermark passes ``last_offset`` with enough replicas in sync.
+
+        Judged by this leader epoch only: once it has ended, the log's high watermark is a
+        follower's (what another leader committed), which says nothing of this epoch's
+        appends, so the answer is 421 whatever it shows.
+        """
+        self.check_leading()
         if self.plog.high_watermark > last_offset:
             # Already replicated (a duplicate of an old batch, or one replica): judge it now.
             if len(self.isr) < self.min_insync_replicas:
