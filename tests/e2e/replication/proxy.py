@@ -3,6 +3,10 @@
 Each accepted connection is relayed to ``127.0.0.1:target`` by two pump threads. ``sever()``
 closes every relayed connection, and while severed a new connection is accepted and closed at
 once (the client sees the peer go away, as with a reset); ``heal()`` relays again.
+An end that closes its side is passed on as a half-close (what it sent last is still read).
+``pause_after(answer, action)`` runs ``action`` once, right after relaying server bytes that
+``answer`` accepts: a test stops a client process there, between two statements of one database
+transaction, without waiting for luck.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 
 
 class Proxy:
@@ -20,8 +25,11 @@ class Proxy:
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
+        self._ended: dict[int, int] = {}  # directions ended by EOF, per connection
         self._severed = False
         self._closed = threading.Event()
+        self._trigger: tuple[Callable[[bytes], bool], Callable[[], None]] | None = None
+        self.fired = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -31,6 +39,13 @@ class Proxy:
             sockets, self._open = self._open, set()
         for sock in sockets:
             _close(sock)
+
+    def pause_after(self, answer: Callable[[bytes], bool], action: Callable[[], None]) -> None:
+        """Once: run ``action`` right after relaying to a client server bytes that ``answer``
+        accepts (``fired`` is set then)."""
+        with self._lock:
+            self._trigger = (answer, action)
+            self.fired.clear()
 
     def heal(self) -> None:
         with self._lock:
@@ -68,24 +83,42 @@ class Proxy:
                     _close(upstream)
                     continue
                 self._open.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            for source, sink, upward in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(
+                    target=self._pump, args=(source, sink, upward, id(client)), daemon=True
+                ).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, upward: bool, key: int) -> None:
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
+                    # The peer closed its side: pass the FIN on, as a TCP path would, so that
+                    # what it sent before closing (a server's last error message) is still
+                    # read by the other end, and let the other direction finish on its own.
+                    with contextlib.suppress(OSError):
+                        sink.shutdown(socket.SHUT_WR)
+                    with self._lock:
+                        self._ended[key] = self._ended.get(key, 0) + 1
+                        both = self._ended[key] == 2
+                    if not both:
+                        return
                     break
                 sink.sendall(data)
+                if not upward and self._trigger is not None and self._trigger[0](data):
+                    with self._lock:
+                        trigger, self._trigger = self._trigger, None
+                    if trigger is not None:
+                        trigger[1]()
+                        self.fired.set()
         except OSError:
             pass
-        finally:
-            with self._lock:
-                self._open.discard(source)
-                self._open.discard(sink)
-            _close(source)
-            _close(sink)
+        with self._lock:
+            self._open.discard(source)
+            self._open.discard(sink)
+            self._ended.pop(key, None)
+        _close(source)
+        _close(sink)
 
 
 def _close(sock: socket.socket) -> None:

@@ -4,9 +4,11 @@ controller writes, listeners see every change once and in order, a pruned offset
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 
 import pytest
+import sqlalchemy as sa
 
 from headwater_broker.cluster import session
 from headwater_broker.cluster.follower import MetadataFollower
@@ -150,3 +152,32 @@ async def test_a_failing_listener_does_not_stop_the_others(cluster: Cluster) -> 
     assert store.campaign(0, 60_000) is not None
     await follower.poll()  # the broken listener's error is logged, not raised
     assert recorder.offsets == [1]
+
+
+async def test_the_follower_survives_any_failed_poll_and_catches_up(cluster: Cluster) -> None:
+    """A poll that fails with an error no outage explains -- here the change log's table is
+    gone (a statement error, not a lost connection) -- is logged and retried; the follower
+    loop must not end, or the broker's image would stay frozen for good."""
+    writer = cluster.store()
+    follower = MetadataFollower(cluster.store(), poll_ms=20)
+    await follower.load()
+    run = asyncio.create_task(follower.run())
+    try:
+        with writer.write() as conn:
+            conn.execute(sa.text("ALTER TABLE changes RENAME TO changes_away"))
+        await asyncio.sleep(0.2)  # several polls fail meanwhile
+        assert not run.done()
+        with writer.write() as conn:
+            conn.execute(sa.text("ALTER TABLE changes_away RENAME TO changes"))
+        election = writer.campaign(0, 60_000)
+        assert election is not None
+        for _ in range(200):
+            if follower.image.offset >= election.offset:
+                break
+            await asyncio.sleep(0.02)
+        assert follower.image.offset == election.offset
+        assert follower.lag_ms() == 0
+    finally:
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run

@@ -3,13 +3,18 @@ leases, the controller's compare-and-set, gapless change offsets under concurren
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
 import sqlalchemy as sa
 
-from headwater.errors import StaleControllerEpochError, StalePartitionEpochError
+from headwater.errors import (
+    MetadataUnavailableError,
+    StaleControllerEpochError,
+    StalePartitionEpochError,
+)
 from headwater.types import BrokerId
 from headwater_broker.cluster import tables as t
 from headwater_broker.cluster.changes import PartitionWrite, TopicDeletion
@@ -20,7 +25,11 @@ from headwater_broker.cluster.state import (
     PartitionEpoch,
     TopicState,
 )
-from headwater_broker.cluster.store import ImageBehindError, MetadataStore
+from headwater_broker.cluster.store import (
+    ImageBehindError,
+    MetadataStore,
+    metadata_unavailable,
+)
 from tests.integration.cluster.conftest import Cluster
 from tests.unit.cluster.states import partition
 
@@ -216,3 +225,50 @@ def test_change_offsets_stay_gapless_under_concurrent_writers_and_elections(
     )
     assert all(c.controller_epoch == 2 for c in changes if c.offset >= takeover)
     assert len(topic_rows(usurper)) == len(committed)
+
+
+@pytest.mark.anyio
+@pytest.mark.needs("postgres")
+async def test_a_session_the_server_ended_mid_transaction_is_an_outage_not_a_crash(
+    postgres_url: str,
+) -> None:
+    """PostgreSQL ends a session left idle inside a transaction past the stall timeout (a
+    broker paused between two statements): the next statement fails with SQLSTATE 25P03,
+    which SQLAlchemy raises as InternalError. The store reports it as the retriable 50306, and
+    the next call, on a fresh connection, succeeds."""
+    store = MetadataStore(postgres_url, stall_timeout_ms=200)
+    try:
+
+        def paused_between_statements(store: MetadataStore) -> int:
+            with store.read() as conn:
+                conn.execute(sa.select(t.controller.c.last_change)).scalar_one()
+                time.sleep(0.6)  # what a SIGSTOP would do, past the 200 ms timeout
+                return int(conn.execute(sa.select(t.controller.c.epoch)).scalar_one())
+
+        with pytest.raises(MetadataUnavailableError) as raised:
+            await store.call(paused_between_statements, store)
+        assert "idle-in-transaction" in raised.value.message
+        assert store.contact_ms() == 0
+        assert (await store.call(store.read_controller)).epoch == 0
+    finally:
+        store.close()
+
+
+def test_only_outages_are_retriable(metadata_url: str) -> None:
+    """Errors that say nothing of the database's reachability (a statement the database
+    refuses: SQLite too raises it as OperationalError) are raised as they are, not as the
+    retriable 50306; a pool with no free connection in time is an outage."""
+    store = MetadataStore(metadata_url)
+    try:
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            asyncio.run(store.call(_select_missing_table, store))
+        assert metadata_unavailable(raised.value) is None
+        assert metadata_unavailable(sa.exc.TimeoutError("QueuePool limit reached")) is not None
+        assert metadata_unavailable(sa.exc.IntegrityError("INSERT", {}, Exception())) is None
+    finally:
+        store.close()
+
+
+def _select_missing_table(store: MetadataStore) -> None:
+    with store.read() as conn:
+        conn.execute(sa.text("SELECT * FROM no_such_table"))

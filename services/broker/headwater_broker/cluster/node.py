@@ -124,6 +124,7 @@ class ClusterNode:
             s.metadata_url,
             busy_timeout_ms=s.sqlite_busy_timeout_ms,
             stall_timeout_ms=s.controller_lease_ms,
+            application_name=f"headwater-broker-{self.broker_id}",
         )
         self._store = store
         try:

@@ -85,32 +85,40 @@ _ROW = 1  # the id of the single row of ``cluster`` and ``controller``
 _BOOTSTRAP_LOCK = 0x68656164_77617472  # pg_advisory_xact_lock key: table creation, one at a time
 
 
-# SQLSTATE classes of errors that end a session or a transaction through no fault of the
-# statement: 08 connection exception, 25 invalid transaction state (25P03: the server ended a
-# transaction left idle past idle_in_transaction_session_timeout -- a broker paused mid-read),
-# 40 transaction rollback (serialization failure, deadlock), 53 insufficient resources,
-# 55 lock not available (lock_timeout), 57 operator intervention (shutdown, cancel).
+# PostgreSQL: SQLSTATE classes of errors that end a session or a transaction through no fault of
+# the statement: 08 connection exception, 25 invalid transaction state (25P03: the server ended
+# a transaction left idle past idle_in_transaction_session_timeout -- a broker paused mid-read),
+# 40 transaction rollback (serialization failure, deadlock), 53 insufficient resources, 55 lock
+# not available (lock_timeout), 57 operator intervention (shutdown, cancel).
 _RETRIABLE_SQLSTATE_CLASSES = frozenset({"08", "25", "40", "53", "55", "57"})
+# SQLite: primary result codes of a busy, locked, full or failing file (sqlite3 raises them and
+# plain SQL errors alike as OperationalError): BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN,
+# PROTOCOL.
+_RETRIABLE_SQLITE_CODES = frozenset({5, 6, 7, 10, 13, 14, 15})
 
 
 def metadata_unavailable(exc: BaseException) -> MetadataUnavailableError | None:
     """The one classification of the store's errors: retriable ones as 503 50306, else None.
 
     Retriable -- the database is away or ended this session, and the same call can succeed on
-    another connection: SQLAlchemy's ``OperationalError`` and ``InterfaceError`` (a lost or
-    closed connection, SQLite busy or locked), a connection invalidated under a statement, a
-    pool that had no connection within its timeout, a connection left in a failed transaction
-    (``PendingRollbackError``), and any DBAPI error whose SQLSTATE is in a class above.
-    Everything else (an integrity violation, a syntax or schema error) is a bug or a refused
-    statement: raised as it is, never retried as an outage.
+    another connection: a connection invalidated under a statement; on PostgreSQL every
+    ``OperationalError`` / ``InterfaceError`` (a lost or refused connection, a lock or
+    statement timeout, a server shutting down) and any error whose SQLSTATE is in a class
+    above; on SQLite a busy, locked, full or failing file; a pool that had no connection
+    within its timeout, or a connection left in a failed transaction. Everything else (a
+    constraint violated, a missing table, a syntax error) is a bug or a refused statement:
+    raised as it is, never retried as an outage.
     """
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        return _unavailable(exc)
     if isinstance(exc, DBAPIError):
-        sqlstate = getattr(exc.orig, "sqlstate", None) or ""
-        if exc.connection_invalidated or sqlstate[:2] in _RETRIABLE_SQLSTATE_CLASSES:
+        if exc.connection_invalidated:
             return _unavailable(exc)
-        return None
+        sqlite_code = getattr(exc.orig, "sqlite_errorcode", None)
+        if isinstance(sqlite_code, int):
+            return _unavailable(exc) if sqlite_code & 0xFF in _RETRIABLE_SQLITE_CODES else None
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            return _unavailable(exc)
+        sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+        return _unavailable(exc) if sqlstate[:2] in _RETRIABLE_SQLSTATE_CLASSES else None
     if isinstance(exc, (sa.exc.TimeoutError, sa.exc.DisconnectionError)):
         return _unavailable(exc)
     if isinstance(exc, sa.exc.PendingRollbackError):
@@ -174,9 +182,10 @@ class MetadataStore:
         busy_timeout_ms: int = 5000,
         stall_timeout_ms: int = 2000,
         threads: int = 4,
+        application_name: str = "headwater-broker",
     ) -> None:
         self.url = url
-        self.engine = _engine(url, busy_timeout_ms, stall_timeout_ms)
+        self.engine = _engine(url, busy_timeout_ms, stall_timeout_ms, application_name)
         self.is_postgres = self.engine.dialect.name == "postgresql"
         self.now: sa.ColumnElement[int] = _clock(self.is_postgres)
         # SQLite allows one writer at a time; this process's writers queue on a lock rather
@@ -636,10 +645,12 @@ def _clock(is_postgres: bool) -> sa.ColumnElement[int]:
     return sa.cast((sa.func.julianday("now") - 2440587.5) * 86_400_000.0, sa.BigInteger)
 
 
-def _engine(url: str, busy_timeout_ms: int, stall_timeout_ms: int) -> Engine:
+def _engine(url: str, busy_timeout_ms: int, stall_timeout_ms: int, application_name: str) -> Engine:
     if not url.startswith("sqlite"):
         connect_args: dict[str, Any] = {
             "connect_timeout": 3,
+            # Names the broker in pg_stat_activity (which broker holds a lock, or a transaction).
+            "application_name": application_name,
             # A session stopped inside a transaction (SIGSTOP, a severed link) would hold the
             # controller row lock forever: the server ends it after the stall timeout instead.
             "options": (
