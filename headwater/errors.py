@@ -422,6 +422,14 @@ class StaleBrokerEpochError(BrokerError):
 
 
 @BROKER.register
+class IdempotencyKeyConflictError(BrokerError):
+    """The Idempotency-Key of a produce was used before for a request with other records."""
+
+    error_code = 40910
+    http_status = 409
+
+
+@BROKER.register
 class BrokerIdInUseError(BrokerError):
     """The broker id is already registered by a live broker."""
 
@@ -526,6 +534,16 @@ class MetadataUnavailableError(BrokerError):
 
     error_code = 50306
     http_status = 503
+
+
+@BROKER.register
+class RelayOutcomeUnknownError(BrokerError):
+    """A produce relayed to the partition's leader was sent, but its answer was lost: the leader
+    may have appended the records. Retry with the same ``Idempotency-Key`` to be answered the
+    first attempt's offsets rather than store them twice."""
+
+    error_code = 50201
+    http_status = 502
 
 
 @BROKER.register

@@ -57,6 +57,7 @@ from headwater.errors import (
     BROKER,
     CorruptRecordError,
     HeadwaterError,
+    IdempotencyKeyConflictError,
     InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -65,6 +66,7 @@ from headwater.errors import (
     NotControllerError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
+    OutOfOrderSequenceError,
     PartitionNotFoundError,
     RecordTooLargeError,
     ServiceUnavailableError,
@@ -86,7 +88,7 @@ from headwater.records.partitioner import StickyPartitioner, partition_for_key
 from headwater.records.validation import validate_records
 from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId, TimestampMs
-from headwater_broker import catalog, metrics
+from headwater_broker import catalog, idempotency, metrics
 from headwater_broker.cluster import producer_ids, topic_configs
 from headwater_broker.cluster.controller import Controller
 from headwater_broker.cluster.election import IsrProposal
@@ -359,6 +361,9 @@ class Broker:
         live = set(self.producer_ids.producers)
         for plog in self.all_partitions():
             plog.producers.expire(now, self.settings.producer_id_expiration_ms)
+            plog.producers.expire(
+                now, self.settings.idempotency_key_window_ms, only=idempotency.is_keyed
+            )
         store = self.node.store
         await store.call(producer_ids.touch, store, sorted(live))
         await store.call(producer_ids.expire, store, self.settings.producer_id_expiration_ms)
@@ -737,7 +742,13 @@ class Broker:
     # --- produce -----------------------------------------------------------------------------
 
     async def append_batches(
-        self, topic_name: str, partition: int, body: bytearray, *, acks: int = 1
+        self,
+        topic_name: str,
+        partition: int,
+        body: bytearray,
+        *,
+        acks: int = 1,
+        keyed_request: bool = False,
     ) -> list[AppendResult]:
         """Append one or more concatenated RecordBatch v2, validated whole before any is written.
 
@@ -745,7 +756,9 @@ class Broker:
         ``acks=-1`` (all): refused before appending when fewer replicas than
         ``min.insync.replicas`` are in sync (503 50303), answered once the high watermark passes
         the batches (503 50304 if the in-sync set shrank below the minimum meanwhile, 421 if
-        leadership moved, 504 50401 after ``BROKER_REQUEST_TIMEOUT_MS``).
+        leadership moved, 504 50401 after ``BROKER_REQUEST_TIMEOUT_MS``). ``keyed_request``:
+        a REST produce with an ``Idempotency-Key`` (its batches' producer id is derived from the
+        key, not issued by the cluster: see ``idempotency.py``).
         """
         await self._auto_create(topic_name)
         plog = await self.leader_log(topic_name, partition)
@@ -780,7 +793,8 @@ class Broker:
                         f"Batch at position {pos} has producer id {header.producer_id} but no "
                         "base sequence"
                     )
-                await self._check_producer(header.producer_id, header.producer_epoch)
+                if not (keyed_request and idempotency.is_keyed(header.producer_id)):
+                    await self._check_producer(header.producer_id, header.producer_epoch)
             records += header.records_count
         # Asked again after the awaits above: leadership may have moved while the producer id
         # was looked up. The append is the current leader role's or none at all -- a replica this
@@ -795,7 +809,7 @@ class Broker:
                 self.node.take_storage_offline(exc.message)
             raise
         for _pos, header in batches:
-            if header.producer_id >= 0:
+            if header.producer_id >= 0 and not idempotency.is_keyed(header.producer_id):
                 self.producer_ids.touch(header.producer_id, now)
         metrics.PRODUCE_BYTES.labels(topic_name).inc(len(body))
         metrics.PRODUCE_RECORDS.labels(topic_name).inc(records)
@@ -977,13 +991,16 @@ class Broker:
         source: RecordSource,
         *,
         forwarded: bool = False,
+        idempotency_key: str | None = None,
     ) -> list[ProducedOffset]:
         """REST Proxy v2 produce: every record validated and encoded before any is appended.
 
         ``source`` is decoded once the topic (and ``path_partition``) are known to exist.
         Records for partitions led elsewhere are relayed to their leaders (a request that was
         itself relayed here is not relayed again: 421). Returns where each record landed, in
-        request order.
+        request order. With ``idempotency_key``, a retry of the same request is answered with
+        the first one's offsets, wherever and whenever within the key window it arrives
+        (``idempotency.py``); a retry with other records is refused (409 40910).
         """
         await self._auto_create(topic_name)
         topic = self._topic_state(topic_name)
@@ -1005,6 +1022,8 @@ class Broker:
                 self._partition_state(topic_name, partition)
             elif key is not None:
                 partition = partition_for_key(key, count)
+            elif idempotency_key is not None:
+                partition = idempotency.partition_of(idempotency_key, count)
             else:
                 size = len(value or b"")
                 partition = self._sticky.partition(topic_name, count, size)
@@ -1015,12 +1034,23 @@ class Broker:
             p = next(p for p, url in leaders.items() if url is not None)
             raise self.not_leader(topic_name, p)
         now = self.now_ms()
+        # Each partition's records as one batch of the key's producer, epoch 0, sequence 0.
+        pid = -1 if idempotency_key is None else idempotency.producer_id(idempotency_key)
+        first = -1 if idempotency_key is None else 0
         encoded: list[tuple[int, list[int], bytearray]] = []
         limit = _config(topic.configs).max_message_bytes
         for partition, items in by_partition.items():
             if leaders[partition] is not None:
                 continue
-            batch = bytearray(encode_batch([r for _i, r in items], timestamp_ms=now))
+            batch = bytearray(
+                encode_batch(
+                    [r for _i, r in items],
+                    timestamp_ms=now,
+                    producer_id=pid,
+                    producer_epoch=first,
+                    base_sequence=first,
+                )
+            )
             if len(batch) > limit:
                 raise RecordTooLargeError(
                     f"The records for partition {partition} encode to a {len(batch)}-byte batch; "
@@ -1033,14 +1063,30 @@ class Broker:
         async def here(partition: int, indexes: list[int], batch: bytearray) -> None:
             # acks=all, as REST Proxy's producer: answered once the records are below the high
             # watermark, so a consumer that reads right after the answer sees them.
-            (result,) = await self.append_batches(topic_name, partition, batch, acks=-1)
+            try:
+                (result,) = await self.append_batches(
+                    topic_name, partition, batch, acks=-1, keyed_request=pid >= 0
+                )
+            except OutOfOrderSequenceError:
+                if pid < 0:
+                    raise
+                raise IdempotencyKeyConflictError(
+                    f"{idempotency.HEADER} {idempotency_key!r} was used for a request with other "
+                    f"records for partition {partition} of topic '{topic_name}'; nothing was "
+                    "appended: use a new key for a new request"
+                ) from None
             for n, i in enumerate(indexes):
                 offsets[i] = ProducedOffset(PartitionId(partition), Offset(result.base_offset + n))
 
         async def there(partition: int, url: str) -> None:
             items = by_partition[partition]
             landed = await self.peers.produce(
-                url, topic_name, partition, [r for _i, r in items], self.image.offset
+                url,
+                topic_name,
+                partition,
+                [r for _i, r in items],
+                self.image.offset,
+                idempotency_key=idempotency_key,
             )
             for (i, _r), offset in zip(items, landed, strict=True):
                 offsets[i] = ProducedOffset(PartitionId(partition), offset)

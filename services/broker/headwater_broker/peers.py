@@ -28,14 +28,18 @@ from headwater.errors import (
     HeadwaterError,
     LeaderNotAvailableError,
     NotControllerError,
+    RelayOutcomeUnknownError,
 )
 from headwater.records.batch import RecordTuple
 from headwater.types import Offset
+from headwater_broker.idempotency import HEADER as IDEMPOTENCY_KEY
 
 FORWARDED_BY = "Headwater-Forwarded-By"
 METADATA_OFFSET = "Headwater-Metadata-Offset"
 KAFKA_BINARY = "application/vnd.kafka.binary.v2+json"
 
+# Failures of a request that never left this broker: nothing reached the peer.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Request headers a relay passes on; everything else (host, length, encodings) is httpx's.
 RELAYED_REQUEST_HEADERS = ("content-type", "accept", "acks")
 # Answer headers a relay passes back.
@@ -115,15 +119,26 @@ class Peers:
         body: Any = None,
         content_type: str = "application/json",
         controller: bool = False,
+        headers: Mapping[str, str] | None = None,
+        writes: bool = False,
     ) -> Any:
-        headers = self._headers(metadata_offset)
+        """``writes``: the request appends records, so a failure after it was sent is reported
+        as an unknown outcome (502 50201), not as a leader that could not be reached."""
+        sent = {**self._headers(metadata_offset), **(headers or {})}
         content = None
         if body is not None:
-            headers["content-type"] = content_type
+            sent["content-type"] = content_type
             content = orjson.dumps(body)
         try:
-            answer = await self._client.request(method, url, headers=headers, content=content)
+            answer = await self._client.request(method, url, headers=sent, content=content)
         except httpx.HTTPError as exc:
+            if writes and not isinstance(exc, _NOT_SENT):
+                raise RelayOutcomeUnknownError(
+                    f"The produce relayed to the partition's leader at {url} was sent, but its "
+                    f"answer was lost ({type(exc).__name__}): the records may have been "
+                    f"appended. Retry with the same {IDEMPOTENCY_KEY} to be answered the first "
+                    "attempt's offsets instead of storing them twice"
+                ) from None
             raise _unreachable(url, exc, controller) from None
         decoded = orjson.loads(answer.content) if answer.content else None
         if answer.status_code >= 400:
@@ -137,11 +152,20 @@ class Peers:
         partition: int,
         records: Sequence[RecordTuple],
         metadata_offset: int,
+        *,
+        idempotency_key: str | None = None,
     ) -> list[Offset]:
-        """Produce records to one partition at its leader; the offsets they landed at."""
+        """Produce records to one partition at its leader; the offsets they landed at.
+
+        A request that could not be sent is 503 50302 (nothing was appended: retry); one sent
+        whose answer was lost is 502 50201 (the leader may have appended the records).
+        """
         body = {"records": [_binary_record(r) for r in records]}
         url = f"{base_url.rstrip('/')}/topics/{segment(topic)}/partitions/{segment(partition)}"
-        answer = await self._json("POST", url, metadata_offset, body, KAFKA_BINARY)
+        extra = {} if idempotency_key is None else {IDEMPOTENCY_KEY: idempotency_key}
+        answer = await self._json(
+            "POST", url, metadata_offset, body, KAFKA_BINARY, headers=extra, writes=True
+        )
         return [Offset(int(o["offset"])) for o in answer["offsets"]]
 
     async def offsets(

@@ -38,6 +38,8 @@ class BrokerSettings(ServiceSettings):
     default_partitions: int = Field(default=1, ge=1)
     auto_create_topics: bool = False
     producer_id_expiration_ms: int = Field(default=86_400_000, ge=1)
+    # How long a REST produce's Idempotency-Key is remembered after its last use (idempotency.py).
+    idempotency_key_window_ms: int = Field(default=600_000, ge=1)
     # The cluster (docs/cluster.md, "Where it lives"): "" = sqlite:///<data dir>/cluster.db, so a
     # broker started alone is a one-broker cluster.
     metadata_url: str = ""

@@ -4,9 +4,9 @@ Each accepted connection is relayed to ``127.0.0.1:target`` by two pump threads.
 closes every relayed connection, and while severed a new connection is accepted and closed at
 once (the client sees the peer go away, as with a reset); ``heal()`` relays again.
 An end that closes its side is passed on as a half-close (what it sent last is still read).
-``pause_after(answer, action)`` runs ``action`` once, right after relaying server bytes that
-``answer`` accepts: a test stops a client process there, between two statements of one database
-transaction, without waiting for luck.
+``pause_after(accept, action)`` runs ``action`` once, right after relaying bytes that ``accept``
+accepts: a test stops a process there -- a client between two statements of one database
+transaction, a server that has just been sent a request -- without waiting for luck.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Proxy:
         self._ended: dict[int, int] = {}  # directions ended by EOF, per connection
         self._severed = False
         self._closed = threading.Event()
-        self._trigger: tuple[Callable[[bytes], bool], Callable[[], None]] | None = None
+        self._trigger: tuple[Callable[[bytes], bool], Callable[[], None], bool] | None = None
         self.fired = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -40,11 +40,14 @@ class Proxy:
         for sock in sockets:
             _close(sock)
 
-    def pause_after(self, answer: Callable[[bytes], bool], action: Callable[[], None]) -> None:
-        """Once: run ``action`` right after relaying to a client server bytes that ``answer``
-        accepts (``fired`` is set then)."""
+    def pause_after(
+        self, accept: Callable[[bytes], bool], action: Callable[[], None], *, upward: bool = False
+    ) -> None:
+        """Once: run ``action`` right after relaying bytes that ``accept`` accepts -- from the
+        server to the client, or with ``upward`` from the client to the server (``fired`` is
+        set then)."""
         with self._lock:
-            self._trigger = (answer, action)
+            self._trigger = (accept, action, upward)
             self.fired.clear()
 
     def heal(self) -> None:
@@ -105,7 +108,8 @@ class Proxy:
                         return
                     break
                 sink.sendall(data)
-                if not upward and self._trigger is not None and self._trigger[0](data):
+                trigger = self._trigger
+                if trigger is not None and trigger[2] == upward and trigger[0](data):
                     with self._lock:
                         trigger, self._trigger = self._trigger, None
                     if trigger is not None:

@@ -77,6 +77,7 @@ def partition_errors(method: str, template: str, **request: Any) -> list[Call]:
 
 def produce_errors(template: str) -> list[Call]:
     json_body = {"content-type": KAFKA_JSON}
+    keyed = {**json_body, "Idempotency-Key": f"key-of-{template}"}
     return [
         Call("POST", template, (400, 40002), content=b"{", headers=json_body),
         Call("POST", template, (404, 40401), topic="nope", json={"records": [{"value": 1}]}),
@@ -88,6 +89,15 @@ def produce_errors(template: str) -> list[Call]:
         Call("POST", template, (415, 415), content=b"{}", headers={"content-type": "text/csv"}),
         Call("POST", template, (422, 422), json={"records": []}),
         Call("POST", template, (422, 42205), json={"records": [{"value": 1, "bogus": 1}]}),
+        Call("POST", template, (200, 0), json={"records": [{"value": 1}]}, headers=keyed),
+        Call("POST", template, (409, 40910), json={"records": [{"value": 1}] * 2}, headers=keyed),
+        Call(
+            "POST",
+            template,
+            (422, 42200),
+            json={"records": [{"value": 1}]},
+            headers={**json_body, "Idempotency-Key": "has space"},
+        ),
     ]
 
 
@@ -209,10 +219,11 @@ STORAGE_ERROR = 50003
 # for a relayed request at a broker that does not lead the partition, 503 50302 while none does,
 # 503 50303/50304 and 504 50401 for acks=all, 503 50305 while there is no controller, 503 50306
 # while the store is unreachable, 503 50307 for offsets at a new leader whose high watermark has
-# not reached its epoch's start. tests/e2e/cluster, tests/e2e/headwater/test_cluster_routing.py
+# not reached its epoch's start, 502 50201 for a REST produce relayed to a leader whose answer
+# was lost. tests/e2e/cluster, tests/e2e/headwater/test_cluster_routing.py, tests/e2e/replication
 # and tests/unit/broker/test_replication_scenarios.py provoke them; here one broker leads
 # everything and is the controller.
-CLUSTER_ONLY = {42101, 50302, 50303, 50304, 50305, 50306, 50307, 50401}
+CLUSTER_ONLY = {42101, 50201, 50302, 50303, 50304, 50305, 50306, 50307, 50401}
 
 
 async def test_the_document_is_valid_and_constraints_are_in_it(tmp_path: Path) -> None:

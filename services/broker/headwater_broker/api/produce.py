@@ -10,6 +10,7 @@ from headwater.errors import (
     CorruptRecordError,
     EmptyProduceError,
     HeadwaterError,
+    IdempotencyKeyConflictError,
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
@@ -20,6 +21,7 @@ from headwater.errors import (
     OutOfOrderSequenceError,
     PartitionNotFoundError,
     RecordTooLargeError,
+    RelayOutcomeUnknownError,
     RequestTooLargeError,
     ServiceUnavailableError,
     StorageError,
@@ -27,6 +29,7 @@ from headwater.errors import (
     UnknownProducerIdError,
     UnsupportedMediaTypeError,
 )
+from headwater_broker import idempotency
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONAnswerDep, JSONBodyDep
 from headwater_broker.api.embedded import ProduceBody
@@ -64,6 +67,9 @@ _RECORDS: tuple[type[HeadwaterError], ...] = (
     *_AUTO_CREATE,
     *models.AT_LEADER,
     *models.REPLICATED,  # answered with acks=all, as REST Proxy's producer
+    RelayOutcomeUnknownError,
+    IdempotencyKeyConflictError,
+    InvalidRequestError,
     MalformedRequestError,
     EmptyProduceError,
     InvalidRecordError,
@@ -93,12 +99,30 @@ _BATCHES_BODY: dict[str, Any] = {
 }
 
 
-async def _produce(request: Request, broker: Broker, topic: str, partition: int | None) -> Response:
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias=idempotency.HEADER,
+        description="Makes a retry safe: a request with a key used within "
+        "BROKER_IDEMPOTENCY_KEY_WINDOW_MS is answered with the first one's offsets, at any "
+        "broker and across a leader change, instead of storing the records again (409 40910 "
+        "if its records differ); 1-255 visible ASCII characters",
+    ),
+]
+
+
+async def _produce(
+    request: Request, broker: Broker, topic: str, partition: int | None, key: str | None
+) -> Response:
     fmt = EMBEDDED_FORMATS[require_content_type(request, tuple(EMBEDDED_FORMATS))]
     media = accept_json(request)
+    if key is not None:
+        idempotency.validate(key)
     body = await read_body(request, broker.settings.max_request_bytes)
     source = ProduceBody(bytes(body), fmt)
-    offsets = await broker.produce(topic, partition, source, forwarded=forwarded(request))
+    offsets = await broker.produce(
+        topic, partition, source, forwarded=forwarded(request), idempotency_key=key
+    )
     answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
     content = {"offsets": answer, "key_schema_id": None, "value_schema_id": None}
     return JSONBody(content, media_type=media)
@@ -112,15 +136,17 @@ async def _produce(request: Request, broker: Broker, topic: str, partition: int 
     summary="Produce records (REST Proxy v2): keyed by murmur2, unkeyed sticky; any broker "
     "(records for partitions led elsewhere are relayed to their leaders)",
 )
-async def produce(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
-    return await _produce(request, broker, topic, None)
+async def produce(
+    topic: models.TopicName, request: Request, broker: BrokerDep, key: IdempotencyKey = None
+) -> Response:
+    return await _produce(request, broker, topic, None, key)
 
 
 @router.post(
     "/topics/{topic}/partitions/{partition}",
     response_model=models.ProduceResponse,
     openapi_extra=_RECORDS_BODY,
-    responses=models.error_responses(*_RECORDS, InvalidRequestError),
+    responses=models.error_responses(*_RECORDS),
     summary="Produce records to one partition (REST Proxy v2)",
 )
 async def produce_to_partition(
@@ -128,8 +154,9 @@ async def produce_to_partition(
     partition: models.PartitionNumber,
     request: Request,
     broker: BrokerDep,
+    key: IdempotencyKey = None,
 ) -> Response:
-    return await _produce(request, broker, topic, partition)
+    return await _produce(request, broker, topic, partition, key)
 
 
 @router.post(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,12 +139,15 @@ class ProducerStateTable:
             )
         self.commit(pending)
 
-    def expire(self, now_ms: int, expiration_ms: int) -> list[int]:
-        """Forget producers whose last batch here is older than ``expiration_ms``."""
+    def expire(
+        self, now_ms: int, expiration_ms: int, only: Callable[[int], bool] | None = None
+    ) -> list[int]:
+        """Forget producers whose last batch here is older than ``expiration_ms`` (among the
+        ids ``only`` accepts, when given)."""
         gone = [
             pid
             for pid, entry in self.entries.items()
-            if now_ms - entry.last_timestamp > expiration_ms
+            if now_ms - entry.last_timestamp > expiration_ms and (only is None or only(pid))
         ]
         for pid in gone:
             del self.entries[pid]
