@@ -267,7 +267,9 @@ class Broker:
                 is_active=lambda b: node.image.is_active(b),
                 # A follower's write failing on the disk takes it offline, as a leader's does.
                 on_disk_failure=node.take_storage_offline,
+                fetch_timeout_ms=self.settings.replica_fetch_timeout_ms,
             )
+            node.unreachable_peers = self.replication.unreachable_leaders
             self.replication.start()
             self.replicas = ReplicaManager(self, node)
             await self.replicas.start()

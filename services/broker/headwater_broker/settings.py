@@ -52,6 +52,10 @@ class BrokerSettings(ServiceSettings):
     metadata_max_lag_ms: int = Field(default=2000, ge=1)
     rack: str | None = None
     replica_lag_time_max_ms: int = Field(default=10_000, ge=1)
+    # A follower that has had no answer from its leader for this long reports it unreachable;
+    # a leader drops from the ISR a follower behind it that sent no fetch for twice this long.
+    # Above the followers' long-poll wait (500 ms), which a healthy leader answers within.
+    replica_fetch_timeout_ms: int = Field(default=1000, ge=600)
     # min.insync.replicas of topics that do not set it (capped at a partition's replica count).
     min_insync_replicas: int = Field(default=1, ge=1)
     metadata_change_retention_ms: int = Field(default=3_600_000, ge=1)

@@ -4,6 +4,7 @@ Each accepted connection is relayed to ``127.0.0.1:target`` by two pump threads.
 closes every relayed connection, and while severed a new connection is accepted and closed at
 once (the client sees the peer go away, as with a reset); ``heal()`` relays again.
 An end that closes its side is passed on as a half-close (what it sent last is still read).
+``block(request)`` cuts only the connections whose client sends what ``request`` accepts.
 ``pause_after(accept, action)`` runs ``action`` once, right after relaying bytes that ``accept``
 accepts: a test stops a process there -- a client between two statements of one database
 transaction, a server that has just been sent a request -- without waiting for luck.
@@ -30,6 +31,7 @@ class Proxy:
         self._closed = threading.Event()
         self._trigger: tuple[Callable[[bytes], bool], Callable[[], None], bool] | None = None
         self.fired = threading.Event()
+        self._block: Callable[[bytes], bool] | None = None
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -49,6 +51,13 @@ class Proxy:
         with self._lock:
             self._trigger = (accept, action, upward)
             self.fired.clear()
+
+    def block(self, request: Callable[[bytes], bool] | None) -> None:
+        """Cut every connection whose client sends bytes that ``request`` accepts, at those
+        bytes (they are not relayed), now and later; ``None`` stops cutting. One client is cut
+        off while the others are relayed: a follower's fetches, told by their replica id."""
+        with self._lock:
+            self._block = request
 
     def heal(self) -> None:
         with self._lock:
@@ -106,6 +115,9 @@ class Proxy:
                         both = self._ended[key] == 2
                     if not both:
                         return
+                    break
+                block = self._block
+                if upward and block is not None and block(data):
                     break
                 sink.sendall(data)
                 trigger = self._trigger

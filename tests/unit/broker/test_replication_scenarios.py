@@ -256,6 +256,32 @@ async def test_isr_shrinks_after_the_lag_time_and_grows_when_caught_up(tmp_path:
     assert sim.isr == [0, 1, 2]
 
 
+async def test_a_follower_that_stopped_fetching_leaves_the_isr_before_the_lag_time(
+    tmp_path: Path,
+) -> None:
+    """A follower whose fetches stopped (a broken link) is dropped after twice the fetch
+    timeout once it is behind, not after replica.lag.time.max.ms; an idle one that has all
+    the data is not dropped for its silence."""
+    sim = Sim(tmp_path)
+    await sim.catch_up()
+    lead = sim.lead
+    lead.lag_time_max_ms = 60_000
+    lead.fetch_timeout_ms = 500
+    sim.now += 1500
+    assert lead.isr_proposal(sim.now) is None  # silent, but nothing to copy
+    await sim.append(["a"])
+    await sim.fetch(1)
+    await sim.fetch(1)
+    sim.now += 200
+    await sim.fetch(1)
+    proposal = lead.isr_proposal(sim.now)
+    assert proposal is not None
+    assert [m.broker_id for m in proposal.isr] == [0, 1]
+    sim.isr_step(commit=True)
+    # Caught up within the (long) lag time, but silent: it no longer holds the high watermark.
+    assert sim.leader.plog.high_watermark == sim.leader.plog.log_end_offset
+
+
 async def test_acks_all_is_answered_when_the_high_watermark_passes(tmp_path: Path) -> None:
     sim = Sim(tmp_path, n=2, min_isr=2)
     body = bytearray(values_batch(["a", "b"]))

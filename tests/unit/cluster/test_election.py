@@ -235,3 +235,44 @@ def test_isr_proposals_must_be_possible() -> None:
     # A shrink is always possible, whatever the leaving members' state.
     shrunk = apply_isr_proposal(p, proposal(p, [(0, 1)]), live)
     assert shrunk.isr == ids(0)
+
+
+def reports(**by_broker: list[int]) -> dict[BrokerId, frozenset[BrokerId]]:
+    return {BrokerId(int(b[1:])): frozenset(ids(*v)) for b, v in by_broker.items()}
+
+
+def test_a_leader_every_other_in_sync_replica_reports_unreachable_is_replaced() -> None:
+    p = partition([0, 1, 2], leader_epoch=3, partition_epoch=3)
+    after = reconcile(p, brokers([0, 1, 2]), False, reports(b1=[0], b2=[0]))
+    assert after is not None
+    assert (after.leader, after.isr, after.leader_epoch, after.partition_epoch) == (
+        1,
+        ids(1, 2),
+        4,
+        4,
+    )
+    # Once out of the ISR it is not the preferred leader's turn until it rejoins.
+    assert reconcile(after, brokers([0, 1, 2]), False, reports(b1=[0], b2=[0])) is None
+
+
+@pytest.mark.parametrize(
+    ("replicas", "isr", "said", "why"),
+    [
+        ([0, 1, 2], [0, 1, 2], {"b1": [0]}, "one follower: it may be the one cut off"),
+        ([0, 1], [0, 1], {"b1": [0]}, "one follower in all: no one to confirm"),
+        ([0, 1, 2], [0, 1, 2], {"b1": [0], "b2": [1]}, "the other reports someone else"),
+        ([0, 1, 2], [0, 1], {"b1": [0], "b2": [0]}, "broker 2 is not in sync"),
+    ],
+)
+def test_a_leader_is_not_moved_on_a_word_that_could_be_the_followers_fault(
+    replicas: list[int], isr: list[int], said: dict[str, list[int]], why: str
+) -> None:
+    p = partition(replicas, isr=isr)
+    assert reconcile(p, brokers(replicas), False, reports(**said)) is None, why
+
+
+def test_a_fenced_reporter_does_not_count() -> None:
+    p = partition([0, 1, 2])
+    after = reconcile(p, brokers([0, 1], fenced=[2]), False, reports(b1=[0], b2=[0]))
+    assert after is not None
+    assert (after.leader, after.isr) == (0, ids(0, 1))  # only the fenced follower leaves

@@ -31,6 +31,7 @@ from headwater.errors import (
     InvalidReplicaAssignmentError,
     MetadataUnavailableError,
     NotControllerError,
+    NotLeaderOrFollowerError,
     PartitionNotFoundError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
@@ -98,6 +99,8 @@ class Controller:
         self._full_pass_due = True
         self._last_full_pass = 0.0
         self._last_prune = 0.0
+        self._reports: election.Reports = election.NO_REPORTS
+        """The fresh sessions' reports of unreachable leaders, as of the last reconcile."""
 
     # --- the lease ------------------------------------------------------------------------------
 
@@ -227,7 +230,18 @@ class Controller:
             return []
         now_ms, sessions = await self.store.call(read_sessions, self.store)
         may_fence = self.store.contact_ms() >= self.settings.session_timeout_ms
-        full = self._full_pass_due or self.clock() - self._last_full_pass >= FULL_PASS_S
+        # Only a live broker's word counts: a report outlives a broker that stopped heartbeating.
+        reports = {
+            s.broker_id: s.unreachable
+            for s in sessions
+            if s.unreachable and now_ms - s.heartbeat_ms <= self.settings.session_timeout_ms
+        }
+        self._reports = reports
+        full = (
+            self._full_pass_due
+            or bool(reports)
+            or self.clock() - self._last_full_pass >= FULL_PASS_S
+        )
         dirty, self._dirty = self._dirty, set()
 
         def decide(image: MetadataImage) -> list[Mutation]:
@@ -245,7 +259,7 @@ class Controller:
             else:
                 found = (image.partition(tp.topic, tp.partition) for tp in dirty)
                 candidates = [p for p in found if p is not None]
-            return [*changed, *_reconciled(image, candidates, brokers)]
+            return [*changed, *_reconciled(image, candidates, brokers, reports)]
 
         try:
             changes = await self._commit(decide)
@@ -427,6 +441,13 @@ class Controller:
 
         def decide(image: MetadataImage) -> list[Mutation]:
             p = _existing_partition(image, proposal.topic, proposal.partition)
+            if election.cut_off_leader(p, image.brokers, self._reports):
+                # Its followers stopped fetching because they cannot reach it: the leadership
+                # moves (reconcile), rather than the ISR shrinking to a leader that is cut off.
+                raise NotLeaderOrFollowerError(
+                    f"{p.topic}-{p.partition}: every other in-sync replica reports broker "
+                    f"{p.leader} unreachable; its leadership moves"
+                )
             after = election.apply_isr_proposal(p, proposal, image.brokers)
             return [] if after is p else [PartitionWrite(after, p)]
 
@@ -468,12 +489,13 @@ def _reconciled(
     image: MetadataImage,
     partitions: Iterable[PartitionState],
     brokers: Mapping[BrokerId, BrokerState],
+    reports: election.Reports = election.NO_REPORTS,
 ) -> list[Mutation]:
     writes: list[Mutation] = []
     for p in partitions:
         topic = image.topics.get(p.topic)
         unclean = topic is not None and topic_configs.unclean_allowed(topic.configs)
-        after = election.reconcile(p, brokers, unclean)
+        after = election.reconcile(p, brokers, unclean, reports)
         if after is not None:
             writes.append(PartitionWrite(after, p))
     return writes

@@ -14,6 +14,11 @@ write. Rules (docs/cluster.md, "The controller"):
   the ISR, which then takes leadership back;
 - a **reassignment** completes once every target replica is in the ISR: the replica list becomes
   the targets, the removed replicas leave the ISR, and a leader outside the targets is replaced;
+- a leader that heartbeats but that **every other in-sync replica -- at least two -- reports
+  unreachable** (it had no answer to its fetches for ``BROKER_REPLICA_FETCH_TIMEOUT_MS``) is cut
+  off from its followers: it cannot commit a write, so it leaves the ISR and another in-sync
+  replica leads (clean). One reporter could be the broken side itself (a follower cut off from
+  its leader: the leader drops it from the ISR), so a single follower's word is not enough;
 - each leader change bumps the leader epoch; any change bumps the partition epoch.
 """
 
@@ -43,6 +48,9 @@ from headwater_broker.cluster.state import (
 )
 
 Brokers = Mapping[BrokerId, BrokerState]
+Reports = Mapping[BrokerId, frozenset[BrokerId]]
+"""Per broker, the leaders it reports it cannot fetch from (its current incarnation's report)."""
+NO_REPORTS: Reports = {}
 
 
 def eligible(brokers: Brokers, broker_id: BrokerId) -> bool:
@@ -82,9 +90,21 @@ def elect_leader(
     return Election(NO_LEADER, False)
 
 
-def reconcile(p: PartitionState, brokers: Brokers, unclean_allowed: bool) -> PartitionState | None:
+def cut_off_leader(p: PartitionState, brokers: Brokers, reports: Reports) -> bool:
+    """Whether every other in-sync replica, at least two of them, active, reports the leader
+    unreachable (see the module's rules)."""
+    others = [b for b in p.isr if b != p.leader]
+    if p.leader == NO_LEADER or len(others) < 2:
+        return False
+    return all(eligible(brokers, b) and p.leader in reports.get(b, ()) for b in others)
+
+
+def reconcile(
+    p: PartitionState, brokers: Brokers, unclean_allowed: bool, reports: Reports = NO_REPORTS
+) -> PartitionState | None:
     """The partition's next state under the rules above, or None if it stays as it is."""
-    isr = tuple(b for b in p.isr if eligible(brokers, b)) or p.isr
+    cut_off = p.leader if cut_off_leader(p, brokers, reports) else NO_LEADER
+    isr = tuple(b for b in p.isr if eligible(brokers, b) and b != cut_off) or p.isr
     replicas, adding, removing = p.replicas, p.adding, p.removing
     if p.reassigning and all(b in isr for b in p.target_replicas):
         replicas = p.target_replicas

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TypeVar
 
 from headwater.errors import MetadataUnavailableError, NotControllerError, StaleBrokerEpochError
@@ -57,6 +58,8 @@ class ClusterNode:
         self._controller: Controller | None = None
         self._producer_ids: ProducerIds | None = None
         self._tasks = BackgroundTasks(log)
+        self.unreachable_peers: Callable[[], list[int]] = list
+        """The leaders this broker cannot fetch from (reported with heartbeats)."""
 
     # --- parts (available once started) ---------------------------------------------------------
 
@@ -215,12 +218,24 @@ class ClusterNode:
     async def _heartbeats(self) -> None:
         registration = self.registration
         failing = False
+        reported: frozenset[int] | None = None
         # Also ended by the flag: a cancel can be lost (headwater_kernel.tasks).
         while not self.storage_offline:
             try:
+                unreachable = frozenset(self.unreachable_peers())
+                changed = None if unreachable == reported else sorted(unreachable)
                 log_end = await self.store.call(
-                    session.heartbeat, self.store, registration, self.follower.image.offset
+                    session.heartbeat,
+                    self.store,
+                    registration,
+                    self.follower.image.offset,
+                    changed,
                 )
+                if changed is not None and unreachable:
+                    log.warning("broker %d reports leaders %s unreachable", self.broker_id, changed)
+                elif changed is not None and reported:
+                    log.info("broker %d reaches every leader it follows again", self.broker_id)
+                reported = unreachable
                 self.follower.saw_log_end(log_end)
                 failing = False
             except StaleBrokerEpochError as exc:

@@ -11,6 +11,9 @@ what it concludes (registered, fenced, active) in ``brokers`` and the change log
 - **Heartbeat**: ``UPDATE ... WHERE incarnation = :mine AND epoch = :mine`` with the change the
   broker has applied. No row: this incarnation was replaced -> ``StaleBrokerEpochError``, and the
   broker must stop serving.
+- **Reports**: with a heartbeat, the leaders the broker has had no fetch answer from for a while
+  (``peer_reports``); the controller moves a leader's partitions when all of their other
+  in-sync replicas report it (``election.cut_off_leader``).
 - **Release** (clean shutdown): the heartbeat is zeroed so the controller fences the broker at once
   and the same id can register again immediately.
 """
@@ -20,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
@@ -43,6 +48,8 @@ class SessionRow:
     rack: str | None
     heartbeat_ms: int  # 0 = released by a clean shutdown
     applied_change: ChangeOffset
+    unreachable: frozenset[BrokerId] = frozenset()
+    """Leaders this incarnation reports it cannot fetch from (``peer_reports``)."""
 
     @property
     def released(self) -> bool:
@@ -113,12 +120,24 @@ def register(
     raise AssertionError("unreachable")
 
 
-def heartbeat(store: MetadataStore, me: Registration, applied_change: int) -> ChangeOffset:
+def heartbeat(
+    store: MetadataStore,
+    me: Registration,
+    applied_change: int,
+    unreachable: Sequence[int] | None = None,
+) -> ChangeOffset:
     """Refresh this incarnation's heartbeat (database clock) and report the applied change;
     return the change log's end (``controller.last_change``), so the broker can tell how far
-    behind its image is even when its metadata follower cannot poll."""
+    behind its image is even when its metadata follower cannot poll.
+
+    ``unreachable`` (when it changed since the last heartbeat): the leaders this broker has had
+    no fetch answer from for ``BROKER_REPLICA_FETCH_TIMEOUT_MS``, written to ``peer_reports`` in
+    the same transaction; the controller reads them with the sessions.
+    """
     s = t.broker_sessions.c
     with store.write() as conn:
+        if unreachable is not None:
+            _write_report(conn, me, unreachable)
         updated = conn.execute(
             sa.update(t.broker_sessions)
             .where(
@@ -140,6 +159,16 @@ def heartbeat(store: MetadataStore, me: Registration, applied_change: int) -> Ch
     )
 
 
+def _write_report(conn: sa.Connection, me: Registration, unreachable: Sequence[int]) -> None:
+    r = t.peer_reports.c
+    values = {"epoch": me.epoch, "unreachable": orjson.dumps(sorted(unreachable)).decode()}
+    updated = conn.execute(
+        sa.update(t.peer_reports).where(r.broker_id == me.broker_id).values(values)
+    )
+    if updated.rowcount == 0:
+        conn.execute(sa.insert(t.peer_reports).values(broker_id=me.broker_id, **values))
+
+
 def release(store: MetadataStore, me: Registration) -> bool:
     """Mark this incarnation's session over (clean shutdown); False if it was already replaced."""
     s = t.broker_sessions.c
@@ -157,7 +186,8 @@ def release(store: MetadataStore, me: Registration) -> bool:
 
 
 def read_sessions(store: MetadataStore) -> tuple[int, list[SessionRow]]:
-    """Every broker's session row, and the database's clock read in the same statement."""
+    """Every broker's session row with its report (when made by the same incarnation's epoch),
+    and the database's clock read in the same statement."""
     with store.read() as conn:
         rows = conn.execute(
             sa.select(t.broker_sessions, store.now.label("now_ms")).order_by(
@@ -165,6 +195,12 @@ def read_sessions(store: MetadataStore) -> tuple[int, list[SessionRow]]:
             )
         ).all()
         now = int(rows[0].now_ms) if rows else store.now_ms(conn)
+        reports = {
+            (int(r.broker_id), int(r.epoch)): frozenset(
+                BrokerId(b) for b in orjson.loads(r.unreachable)
+            )
+            for r in conn.execute(sa.select(t.peer_reports))
+        }
     return now, [
         SessionRow(
             broker_id=BrokerId(r.broker_id),
@@ -174,6 +210,7 @@ def read_sessions(store: MetadataStore) -> tuple[int, list[SessionRow]]:
             rack=r.rack,
             heartbeat_ms=int(r.heartbeat_ms),
             applied_change=ChangeOffset(r.applied_change),
+            unreachable=reports.get((int(r.broker_id), int(r.epoch)), frozenset()),
         )
         for r in rows
     ]

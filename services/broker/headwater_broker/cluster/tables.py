@@ -10,6 +10,8 @@ Who writes what (docs/cluster.md, "Metadata store")::
                      -- the controller only: a broker as the change log recorded it
     broker_sessions  broker_id PK | incarnation | epoch | url | rack | heartbeat_ms | applied_change
                      -- the broker itself (registration; heartbeats CAS on incarnation + epoch)
+    peer_reports     broker_id PK | epoch | unreachable (JSON list of broker ids)
+                     -- the broker itself, with a heartbeat: the leaders it cannot fetch from
     topics           name PK | topic_id UNIQUE | partitions | configs (JSON)      -- controller
     partitions       (topic_id, partition) PK | topic | replicas | isr (JSON lists) | leader
                      | leader_epoch | partition_epoch | adding | removing | unclean  -- controller
@@ -71,6 +73,16 @@ broker_sessions = sa.Table(
     sa.Column("rack", sa.String(255), nullable=True),
     sa.Column("heartbeat_ms", sa.BigInteger, nullable=False),
     sa.Column("applied_change", sa.BigInteger, nullable=False),
+)
+
+# Added after schema version 1 without changing it: create_all adds a missing table to an older
+# database, and nothing else reads it.
+peer_reports = sa.Table(
+    "peer_reports",
+    metadata,
+    sa.Column("broker_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("unreachable", sa.Text, nullable=False),
 )
 
 topics = sa.Table(

@@ -112,6 +112,7 @@ class ReplicaFetcher:
         self.on_disk_failure = on_disk_failure
         self.partitions: dict[PartitionKey, _Followed] = {}
         self.rounds = 0  # answers applied (for tests and metrics)
+        self._last_answer = 0.0  # loop time of the leader's last answer (or of the first follow)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -120,8 +121,16 @@ class ReplicaFetcher:
     def add(self, follower: FollowerPartition) -> None:
         """Follow a partition here (replacing its previous follower state, if any)."""
         key = (follower.plog.topic, int(follower.plog.partition))
+        if not self.partitions:
+            self._last_answer = asyncio.get_running_loop().time()  # silence counts from here
         self.partitions[key] = _Followed(follower)
         self._changed.set()
+
+    def silent_s(self) -> float:
+        """Seconds since the leader last answered a fetch (0 while nothing is followed)."""
+        if not self.partitions:
+            return 0.0
+        return asyncio.get_running_loop().time() - self._last_answer
 
     def remove(self, topic: str, partition: int) -> FollowerPartition | None:
         followed = self.partitions.pop((topic, partition), None)
@@ -201,6 +210,7 @@ class ReplicaFetcher:
             return
         try:
             results = send.result()
+            self._last_answer = asyncio.get_running_loop().time()
         except (LinkError, MalformedFetchResponseError, HeadwaterError) as exc:
             log.warning(
                 "replica fetch from broker %d at %s failed: %s",

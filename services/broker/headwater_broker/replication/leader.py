@@ -79,6 +79,10 @@ class FollowerState:
         self.last_fetch_leader_end = leader_end
         self.last_fetch_ms = now_ms
 
+    def silent(self, now_ms: int, silent_ms: int) -> bool:
+        """No fetch for ``silent_ms``: the link to this follower is broken (or it is stopped)."""
+        return now_ms - self.last_fetch_ms > silent_ms
+
     def caught_up(self, leader_end: int, now_ms: int, lag_time_max_ms: int) -> bool:
         """At the leader's log end, or caught up within the last ``lag_time_max_ms``."""
         return (
@@ -103,6 +107,7 @@ class PartitionLeader:
         replica_lag_time_max_ms: int = 10_000,
         min_insync_replicas: int = 1,
         is_eligible: Callable[[int], bool] | None = None,
+        fetch_timeout_ms: int = 1000,
     ) -> None:
         self.plog = plog
         self.name = f"{plog.topic}-{plog.partition}"
@@ -113,14 +118,18 @@ class PartitionLeader:
         self.replicas = list(replicas)
         self.isr: tuple[int, ...] = tuple(isr)
         self.lag_time_max_ms = replica_lag_time_max_ms
+        self.fetch_timeout_ms = fetch_timeout_ms
         self.min_insync_replicas = min_insync_replicas
         self.is_eligible = is_eligible or (lambda _broker: True)
         self.pending: IsrProposal | None = None
         self.acks = AckWaiters(self.name)
         self.resigned = False
-        # In-sync followers count as caught up now, so none is dropped before it could fetch.
+        # In-sync followers count as caught up and fetching now, so none is dropped before it
+        # could fetch.
         self.followers = {
-            r: FollowerState(r, last_caught_up_ms=now_ms if r in self.isr else 0)
+            r: FollowerState(r, last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+            if r in self.isr
+            else FollowerState(r)
             for r in replicas
             if r != broker_id
         }
@@ -190,14 +199,23 @@ class PartitionLeader:
 
     # --- high watermark and in-sync set -----------------------------------------------------
 
+    @property
+    def silent_ms(self) -> int:
+        """How long an in-sync follower may send no fetch while behind (see out_of_sync)."""
+        return 2 * self.fetch_timeout_ms
+
     def compute_high_watermark(self, now_ms: int) -> int:
         leader_end = self.plog.log_end_offset
         hw = int(self.plog.local_end_offset)
         maximal = self.maximal_isr
         for follower in self.followers.values():
-            joining = follower.caught_up(
-                leader_end, now_ms, self.lag_time_max_ms
-            ) and self.is_eligible(follower.broker_id)
+            # About to join (caught up lately, eligible), unless its fetches stopped: one just
+            # dropped for its silence must not hold the high watermark for the lag time.
+            joining = (
+                follower.caught_up(leader_end, now_ms, self.lag_time_max_ms)
+                and self.is_eligible(follower.broker_id)
+                and not follower.silent(now_ms, self.silent_ms)
+            )
             if follower.broker_id in maximal or joining:
                 hw = min(hw, follower.log_end_offset)
         return hw
@@ -212,13 +230,24 @@ class PartitionLeader:
         return moved
 
     def out_of_sync(self, now_ms: int) -> list[int]:
-        """In-sync followers not caught up for ``replica.lag.time.max.ms``."""
+        """In-sync followers not caught up for ``replica.lag.time.max.ms``, or behind the log
+        end with no fetch for twice ``BROKER_REPLICA_FETCH_TIMEOUT_MS``: their link is broken
+        (a healthy follower's long poll comes back every ``fetch max wait``), so acks=all need
+        not wait out the lag time for them. Twice: a follower reports an unreachable leader after
+        one timeout, so when every follower stopped fetching because the leader is the one cut
+        off, the controller moves the leadership before this shrink is proposed."""
         leader_end = self.plog.log_end_offset
         return [
             b
             for b in self.isr
             if b in self.followers
-            and not self.followers[b].caught_up(leader_end, now_ms, self.lag_time_max_ms)
+            and (
+                not self.followers[b].caught_up(leader_end, now_ms, self.lag_time_max_ms)
+                or (
+                    self.followers[b].log_end_offset < leader_end
+                    and self.followers[b].silent(now_ms, self.silent_ms)
+                )
+            )
         ]
 
     def ready_to_join(self) -> list[int]:

@@ -46,6 +46,7 @@ class Replication:
         is_active: Callable[[int], bool],
         isr_interval_s: float = 0.25,
         fetch_max_wait_ms: int = 500,
+        fetch_timeout_ms: int = 1000,
         on_disk_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -55,6 +56,7 @@ class Replication:
         self.is_active = is_active
         self.isr_interval_s = isr_interval_s
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_timeout_ms = fetch_timeout_ms
         self.on_disk_failure = on_disk_failure
         self.leaders: dict[Key, PartitionLeader] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -135,9 +137,15 @@ class Replication:
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             min_insync_replicas=min_insync_replicas,
             is_eligible=self.is_active,
+            fetch_timeout_ms=self.fetch_timeout_ms,
         )
         self.leaders[key] = leader
         return leader
+
+    def unreachable_leaders(self) -> list[int]:
+        """Leaders followed here that have answered no fetch for ``fetch_timeout_ms``."""
+        limit = self.fetch_timeout_ms / 1000
+        return sorted(b for b, f in self.fetchers.items() if f.silent_s() > limit)
 
     def follow(self, plog: PartitionLog, state: PartitionState, leader_url: str | None) -> None:
         """Follow ``state.leader`` (nothing is fetched while it is unknown or this broker)."""
