@@ -17,6 +17,7 @@ identical, and each test prints the longest wait between two acknowledged writes
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def longest_wait(load: Producer, since: float) -> float:
     acked = [t for t, _b, status, _last in load.answers if status == 200]
     before = [t for t in acked if t <= since]
     times = ([before[-1]] if before else []) + [t for t in acked if t > since]
-    return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
 
 def isr(cluster: Cluster, topic: str) -> list[int]:
