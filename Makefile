@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CORE_STAMP := $(VENV)/.core-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: up test check lint imports typecheck unit install install-dev bench demo clean
+.PHONY: up test check lint imports typecheck unit soak install install-dev bench demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ typecheck: $(DEV_STAMP)
 
 unit: $(DEV_STAMP)
 	$(PY) -m pytest tests/unit
+
+## soak: the replication fault tests in rounds beside a CPU hog per core (SOAK_SECONDS, 300).
+soak: $(DEV_STAMP)
+	$(PY) -m tests.fault_soak
 
 bench: $(DEV_STAMP)
 	$(PY) bench/broker.py
