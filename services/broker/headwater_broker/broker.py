@@ -652,15 +652,8 @@ class Broker:
         async def fill(info: PartitionInfo) -> None:
             if info.end_offset >= 0 or info.leader < 0:
                 return
-            found: tuple[Offset, Offset] | None
             if info.leader == self.broker_id:
-                # Led here since a moment ago: the end offset once the high watermark is known.
-                try:
-                    found = await self.offsets(topic, info.partition)
-                except HeadwaterError:
-                    return
-                info.beginning_offset, info.end_offset = found
-                return
+                return  # led here, high watermark not known yet (or not taken yet): -1 for now
             leader = self.image.broker(info.leader)
             if leader is None:
                 return
@@ -800,7 +793,7 @@ class Broker:
             records += header.records_count
         # Asked again after the awaits above: leadership may have moved while the producer id
         # was looked up. The append is the current leader role's or none at all -- a replica this
-        # broker has stopped leading never takes a produce (docs/cluster.md, "acks").
+        # broker has stopped leading never takes a produce (docs/cluster.md, "Under faults").
         leader = self.leader_role(topic_name, partition, plog)
         now = self.now_ms()
         timeout_s = self.settings.request_timeout_ms / 1000

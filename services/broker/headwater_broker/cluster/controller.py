@@ -164,6 +164,7 @@ class Controller:
     def _elected(self, lease: Lease) -> None:
         log.info("broker %d is controller, epoch %d", self.broker_id, lease.epoch)
         self._full_pass_due = True
+        self._reports = election.NO_REPORTS  # from an earlier term: read afresh
         self._dirty.clear()
         self._last_prune = self.clock()
         self._emit("elected", epoch=lease.epoch)
