@@ -120,9 +120,13 @@ def test_a_broker_paused_inside_a_metadata_transaction_catches_up(
 
         wait_for(caught_up, 20, "every broker's image at the end of the change log")
         wait_all_active(cluster)
-        ready = httpx.get(f"{cluster.url(victim)}/readyz", timeout=5)
-        assert ready.status_code == 200, ready.text
-        assert ready.json()["failed_tasks"] == {}
+        # Active in its own image too (it learns of its unfencing one poll after the others).
+        wait_for(
+            lambda: httpx.get(f"{cluster.url(victim)}/readyz", timeout=5).status_code == 200,
+            10,
+            "the resumed broker ready",
+        )
+        assert httpx.get(f"{cluster.url(victim)}/readyz", timeout=5).json()["failed_tasks"] == {}
         known = httpx.get(f"{cluster.url(victim)}/topics/{later}", timeout=5)
         assert known.status_code == 200, known.text
         # The resumed broker's statement failed: the server had ended the session (told as
