@@ -27,9 +27,11 @@ install-dev: $(DEV_STAMP)
 up: $(CORE_STAMP)
 	$(VENV)/bin/headwater up
 
-## test: lint, format check, import rules, mypy --strict, then the whole test suite.
+## test: lint, format check, import rules, mypy --strict, then the whole test suite on
+## TEST_WORKERS parallel workers (the fault tests one after another on one of them).
+TEST_WORKERS ?= 5
 test: $(DEV_STAMP) lint imports typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 ## check: the quick loop (about a minute): lint, format check, import rules, types, unit tests.
 check: $(DEV_STAMP) lint imports typecheck unit

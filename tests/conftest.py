@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from headwater_kernel.local_service import PORT_RANGE_VARIABLE, port_range
 from tests.support import ServiceProcess, free_port, unique
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -127,11 +128,46 @@ def with_jvm_options(existing: str, options: tuple[str, ...]) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Give the JVMs tests start cheaper start-up flags, before any test starts one."""
+    """Give the JVMs tests start cheaper start-up flags, before any test starts one; give each
+    parallel worker (pytest-xdist) a slice of the free-port range of its own."""
     for variable in SPARK_JVM_OPTION_VARIABLES:
         os.environ[variable] = with_jvm_options(
             os.environ.get(variable, ""), SPARK_TEST_JVM_OPTIONS
         )
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER", ""),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT", ""),
+    )
+    low, high = port_range()
+    if worker.startswith("gw") and count.isdigit() and high > low:
+        index, total = int(worker[2:]), int(count)
+        size = (high - low + 1) // total
+        first = low + index * size
+        os.environ[PORT_RANGE_VARIABLE] = f"{first}-{first + size - 1}"
+
+
+# The fault tests run one after another on one parallel worker (``make test``): their timings
+# (leases, sessions, fetch timeouts) are tested against each other's load, not their own; they
+# pass beside a busy loop per core too (``make soak``).
+FAULT_DIRECTORIES = ("tests/e2e/replication/", "tests/e2e/cluster/", "tests/e2e/broker/")
+# The longest groups start first, so that the run does not wait on one begun last.
+LONG_GROUPS = ("faults", "spark")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the fault tests on one parallel worker, and every Spark test on one (each worker
+    would otherwise start a JVM session of its own); put both groups first."""
+    groups: dict[str, str] = {}
+    for item in items:
+        path = item.nodeid
+        if path.startswith(FAULT_DIRECTORIES):
+            groups[item.nodeid] = "faults"
+        elif path.startswith("tests/spark/") or item.get_closest_marker("spark") is not None:
+            groups[item.nodeid] = "spark"
+        if item.nodeid in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    rank = {name: i for i, name in enumerate(LONG_GROUPS)}
+    items.sort(key=lambda item: rank.get(groups.get(item.nodeid, ""), len(LONG_GROUPS)))
 
 
 @pytest.hookimpl(tryfirst=True)

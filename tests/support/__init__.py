@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from headwater_kernel.local_service import ServiceProcess as _ServiceProcess
-from headwater_kernel.local_service import free_port
+from headwater_kernel.local_service import free_port, port_range
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,14 +26,17 @@ def unique(prefix: str) -> str:
 
 def port_offset_with_free_ports() -> int:
     """An offset that moves 8081, 8082-8084 (three brokers) and 8090 onto free ports below the
-    ephemeral range.
+    ephemeral range, within this test worker's port range (``local_service.port_range``).
 
     Ports from the kernel's ephemeral range (32768+) may be taken at any moment by an outgoing
     connection's local end, so the offsets stay below it.
     """
+    low, high = port_range()
+    if high <= low:
+        low, high = 28081, 32090  # the ephemeral range is unknown: the offsets of before
     rng = random.Random()
     for _ in range(200):
-        offset = rng.randrange(20000, 24000)
+        offset = rng.randrange(low - 8081, high - 8090)
         if all(_bindable(port + offset) for port in (8081, 8082, 8083, 8084, 8090)):
             return offset
     raise RuntimeError("no free port range found")

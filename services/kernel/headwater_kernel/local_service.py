@@ -36,7 +36,7 @@ def free_port() -> int:
     one (port 0). A port is never returned twice: the kernel may offer a port again as soon as its
     probe socket closes, so two services set up one after the other could otherwise share it.
     """
-    low, high = _below_ephemeral()
+    low, high = port_range()
     for _ in range(1000):
         candidate = random.randint(low, high) if high > low else 0
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -50,6 +50,20 @@ def free_port() -> int:
                 _handed_out.add(port)
                 return port
     raise RuntimeError("no free port left that was not handed out already")
+
+
+PORT_RANGE_VARIABLE = "HEADWATER_PORT_RANGE"
+
+
+def port_range() -> tuple[int, int]:
+    """Where :func:`free_port` looks, both ends included: ``HEADWATER_PORT_RANGE`` ("low-high")
+    when set -- parallel test workers each take a slice of their own, so two never probe the same
+    port -- else 20000 up to the ephemeral range ((0, 0) when that is unknown: any port)."""
+    configured = os.environ.get(PORT_RANGE_VARIABLE, "")
+    low, _, high = configured.partition("-")
+    if low.isdigit() and high.isdigit() and 0 < int(low) < int(high):
+        return int(low), int(high)
+    return _below_ephemeral()
 
 
 def _below_ephemeral() -> tuple[int, int]:
