@@ -43,6 +43,21 @@ from headwater_broker.settings import BrokerSettings
 log = logging.getLogger("headwater.broker")
 
 
+class Admin(Protocol):
+    """Topic admin as the catalog import uses it (``topic_admin.TopicAdmin``)."""
+
+    async def controller_url(self) -> str | None: ...
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: dict[str, Any] | None = None,
+        replica_assignment: list[list[int]] | None = None,
+    ) -> object: ...
+
+
 class Host(Protocol):
     """What the catalog needs of the broker it runs in (the broker passes itself)."""
 
@@ -61,16 +76,8 @@ class Host(Protocol):
 
     def all_partitions(self) -> list[PartitionLog]: ...
 
-    async def controller_url(self) -> str | None: ...
-
-    async def create_topic(
-        self,
-        name: str,
-        partitions: int | None = None,
-        replication_factor: int | None = None,
-        configs: dict[str, Any] | None = None,
-        replica_assignment: list[list[int]] | None = None,
-    ) -> object: ...
+    @property
+    def admin(self) -> Admin: ...
 
 
 META = "meta.properties"
@@ -206,9 +213,11 @@ async def _create_at_controller(
     deadline = time.monotonic() + broker.settings.startup_timeout_ms / 1000
     while True:
         try:
-            url = await broker.controller_url()
+            url = await broker.admin.controller_url()
             if url is None:
-                await broker.create_topic(name, count, len(assignment[0]), configs, assignment)
+                await broker.admin.create_topic(
+                    name, count, len(assignment[0]), configs, assignment
+                )
             else:
                 await broker.peers.create_topic(url, name, count, configs, assignment)
             return

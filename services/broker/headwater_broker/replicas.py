@@ -1,27 +1,26 @@
-"""The replica manager: makes this broker's replicas and leaderships follow the metadata.
+"""Makes this broker's replicas and roles follow the metadata, one image at a time.
 
 It subscribes to the metadata follower (``node.follower.add_listener``). Every batch of events
 (a topic created or deleted, a partition's leader, ISR or replica list changed, a broker fenced
-or unfenced, a fresh snapshot) wakes one task that brings the broker in line with the newest
-image, in one pass, in order:
+or unfenced, a fresh snapshot) wakes one task that brings the partition registry
+(``partitions.py``) in line with the newest image, in one pass, in order:
 
 1. replicas of topics the image no longer has (or has under a new topic id) are deleted;
 2. every partition whose replica list names this broker gets a local replica
-   (:meth:`Host.host`), config changes are taken;
-3. a partition this broker leads in the image is taken over with :meth:`become_leader` --
-   only while the image shows this broker ``active`` *in its own incarnation*
+   (:meth:`PartitionRegistry.host`), config changes are taken;
+3. a partition this broker leads in the image is taken over with :meth:`Replicas.become_leader`
+   -- only while the image shows this broker ``active`` *in its own incarnation*
    (``image.is_active(me, node.broker_epoch)``): a restarted broker whose registration the
    controller has not recorded yet reads its previous incarnation's leaderships and must not act
-   on them; every other replica is handed to :meth:`become_follower`;
+   on them; every other replica is handed to :meth:`Replicas.become_follower`;
 4. replicas the image moved to other brokers are deleted.
 
 A pass reads one immutable image, so it never sees a half-applied change. Passes run one at a
 time on the event loop; a burst of changes while one runs is folded into the next.
 
-``become_leader`` and ``become_follower`` hand the partition to the broker's replication
-(``headwater_broker.replication.manager``): a leader stamps its epoch, answers follower fetches,
-tracks the in-sync set and moves the high watermark; a follower is copied by the fetcher of its
-leader broker.
+The roles themselves are replication's (``roles.py``): a leader stamps its epoch, answers
+follower fetches, tracks the in-sync set and moves the high watermark; a follower is copied by
+the fetcher of its leader broker.
 """
 
 from __future__ import annotations
@@ -29,56 +28,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
-from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId
 from headwater_broker import metrics
+from headwater_broker.cluster import topic_configs
 from headwater_broker.cluster.image import MetadataEvent, MetadataImage
 from headwater_broker.cluster.node import ClusterNode
-from headwater_broker.cluster.state import LeaderEpoch, PartitionState, TopicState
-from headwater_broker.log.partition import PartitionLog
-from headwater_broker.replication.manager import Replication
+from headwater_broker.cluster.state import PartitionState
+from headwater_broker.partitions import HostedPartition, PartitionRegistry
+from headwater_broker.roles import Replication
+from headwater_broker.settings import BrokerSettings
 from headwater_kernel.tasks import cancel_and_wait
 
 log = logging.getLogger("headwater.broker.replicas")
 
 
-class HostedTopic(Protocol):
-    """One topic's replicas on this broker, as the host keeps them."""
-
-    @property
-    def topic_id(self) -> str: ...
-    @property
-    def logs(self) -> Mapping[int, PartitionLog]: ...
-
-
-class Host(Protocol):
-    """What the replica manager drives: the broker's replicas and the leaderships it serves."""
-
-    @property
-    def broker_id(self) -> BrokerId: ...
-    @property
-    def topics(self) -> Mapping[str, HostedTopic]: ...
-    @property
-    def replication(self) -> Replication | None: ...
-
-    leading: dict[TopicPartition, LeaderEpoch]
-
-    def host(self, topic: TopicState, partition: int) -> PartitionLog: ...
-    def set_configs(self, topic: TopicState) -> None: ...
-    def replication_settings(self, topic_name: str, replica_count: int) -> tuple[int, int]: ...
-    async def drop_topic(self, name: str) -> None: ...
-    async def drop_partition(self, name: str, partition: int) -> None: ...
-
-
-class ReplicaManager:
+class Replicas:
     """Applies the metadata image to one broker's replicas (``start()``, ``stop()``)."""
 
-    def __init__(self, broker: Host, node: ClusterNode) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        registry: PartitionRegistry,
+        replication: Replication,
+        node: ClusterNode,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.settings = settings
+        self.broker_id = BrokerId(settings.id)
+        self.registry = registry
+        self.replication = replication
         self.node = node
+        self.now_ms = now_ms
         self.applied = -1
         """The change offset of the last image applied (-1 before the first pass)."""
         self._wake = asyncio.Event()
@@ -132,70 +114,103 @@ class ReplicaManager:
 
     async def apply(self, image: MetadataImage) -> None:
         """One pass: the broker's replicas and leaderships as ``image`` says."""
-        broker, me = self.broker, self.broker.broker_id
-        for name, local in list(broker.topics.items()):
+        registry, me = self.registry, self.broker_id
+        for name, local in list(registry.topics.items()):
             topic = image.topic(name)
             if topic is None or topic.topic_id != local.topic_id:
-                await broker.drop_topic(name)
+                await self.drop_topic(name)
         active = image.is_active(me, self.node.broker_epoch)
         for topic in image.topics.values():
             for state in image.partitions_of(topic.name):
                 if me in state.replicas:
-                    plog = broker.host(topic, state.partition)
+                    hosted = registry.host(topic, state.partition, self.now_ms())
                     if state.leader == me and active:
-                        self.become_leader(state, plog)
+                        self.become_leader(state, hosted)
                     else:
-                        self.become_follower(state, plog)
-                elif state.partition in _logs_of(broker.topics.get(topic.name)):
-                    self.become_follower(state, None)
-                    await broker.drop_partition(topic.name, state.partition)
-            broker.set_configs(topic)
+                        self.become_follower(state, hosted)
+                else:
+                    hosted_here = registry.get(topic.name, state.partition)
+                    if hosted_here is not None:
+                        await self.drop(hosted_here)
+            registry.set_configs(topic)
         self._update_metrics(image)
 
-    def become_leader(self, state: PartitionState, plog: PartitionLog) -> None:
+    async def drop_topic(self, name: str) -> None:
+        """Delete this broker's replicas of a topic and their data."""
+        local = self.registry.topics.get(name)
+        if local is None:
+            return
+        for hosted in list(local.partitions.values()):
+            await self.drop(hosted)
+        metrics.forget_topic(name, 0)
+        log.info("deleted the replicas of topic %s", name)
+
+    async def drop(self, hosted: HostedPartition) -> None:
+        """End a replica's role, take it out of the registry and delete its data."""
+        if hosted.current_leader() is not None:
+            hosted.log.wake_waiters()
+        self.replication.drop(hosted)
+        self.registry.remove(hosted.log.topic, hosted.log.partition)
+        await self.registry.delete(hosted)
+
+    def replication_settings(self, topic_name: str, replica_count: int) -> tuple[int, int]:
+        """``min.insync.replicas`` and ``replica.lag.time.max.ms`` of a topic's partition.
+
+        A topic without ``min.insync.replicas`` takes ``BROKER_MIN_INSYNC_REPLICAS``, at most
+        the partition's replica count (so a one-replica topic still takes acks=all writes where
+        the brokers default to 2); a topic's own setting is taken as it is.
+        """
+        topic = self.node.image.topic(topic_name)
+        configs = {} if topic is None else topic.configs
+        configured = configs.get(topic_configs.MIN_INSYNC_REPLICAS)
+        if configured is None:
+            min_isr = max(1, min(self.settings.min_insync_replicas, replica_count))
+        else:
+            min_isr = int(configured)
+        lag = int(
+            configs.get(
+                topic_configs.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
+            )
+        )
+        return min_isr, lag
+
+    def become_leader(self, state: PartitionState, hosted: HostedPartition) -> None:
         """Serve the partition as its leader from ``state.leader_epoch`` on.
 
         The replication leader stamps the epoch into appended batches, records it in the
         leader-epoch checkpoint, answers follower fetches and takes ISR changes in this epoch.
         """
-        key = state.key
-        replication = self.broker.replication
-        if replication is not None:
-            min_isr, lag = self.broker.replication_settings(state.topic, len(state.replicas))
-            replication.lead(plog, state, min_insync_replicas=min_isr, replica_lag_time_max_ms=lag)
-        if self.broker.leading.get(key) == state.leader_epoch:
+        before = hosted.current_leader()
+        min_isr, lag = self.replication_settings(state.topic, len(state.replicas))
+        self.replication.lead(
+            hosted, state, min_insync_replicas=min_isr, replica_lag_time_max_ms=lag
+        )
+        if before is not None and before.leader_epoch == state.leader_epoch:
             return
-        self.broker.leading[key] = state.leader_epoch
-        plog.wake_waiters()
+        hosted.log.wake_waiters()
         log.info(
             "broker %d leads %s-%d at leader epoch %d",
-            self.broker.broker_id,
+            self.broker_id,
             state.topic,
             state.partition,
             state.leader_epoch,
         )
 
-    def become_follower(self, state: PartitionState, plog: PartitionLog | None) -> None:
+    def become_follower(self, state: PartitionState, hosted: HostedPartition) -> None:
         """Stop serving the partition as leader (if it did) and copy ``state.leader``'s log.
 
-        The fetcher of that leader truncates by leader epoch and appends what it sends;
-        ``plog`` None (the replica is being deleted) stops replicating it.
+        The fetcher of that leader truncates by leader epoch and appends what it sends.
         """
-        replication = self.broker.replication
-        if replication is not None:
-            if plog is None:
-                replication.drop(state.topic, state.partition)
-            else:
-                leader_url = None
-                if state.leader != self.broker.broker_id:
-                    leader_url = self.node.image.leader_url(state.topic, state.partition)
-                replication.follow(plog, state, leader_url)
-        if self.broker.leading.pop(state.key, None) is not None:
-            if plog is not None:
-                plog.wake_waiters()  # long-polling fetches find out at once
+        led = hosted.current_leader() is not None
+        leader_url = None
+        if state.leader != self.broker_id:
+            leader_url = self.node.image.leader_url(state.topic, state.partition)
+        self.replication.follow(hosted, state, leader_url)
+        if led:
+            hosted.log.wake_waiters()  # long-polling fetches find out at once
             log.info(
                 "broker %d no longer leads %s-%d (leader now %d, epoch %d)",
-                self.broker.broker_id,
+                self.broker_id,
                 state.topic,
                 state.partition,
                 state.leader,
@@ -207,7 +222,3 @@ class ReplicaManager:
         metrics.CONTROLLER_EPOCH.set(image.controller.epoch)
         metrics.FENCED_BROKERS.set(sum(1 for b in image.brokers.values() if not b.active))
         metrics.OFFLINE_PARTITIONS.set(sum(1 for p in image.all_partitions() if p.leader < 0))
-
-
-def _logs_of(topic: HostedTopic | None) -> Mapping[int, PartitionLog]:
-    return {} if topic is None else topic.logs

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater_broker.broker import SHUTDOWN_PATH
+from headwater_broker.controller_requests import SHUTDOWN_PATH
 from tests.integration.broker.in_process import broker_app
 
 pytestmark = pytest.mark.anyio
@@ -34,13 +34,13 @@ async def test_the_shutdown_route_refuses_bad_bodies_and_stale_epochs(tmp_path: 
 
 async def test_the_drain_moves_every_leadership_off_the_broker(tmp_path: Path) -> None:
     async with broker_app(tmp_path) as (broker, _client):
-        await broker.create_topic("alone", 2)
+        await broker.admin.create_topic("alone", 2)
         await broker.replicas_settled()
-        assert len(broker.leading) == 2
+        assert len(broker.registry.leading()) == 2
         await broker.controlled_shutdown()
         image = broker.image
         assert image.brokers[broker.broker_id].state.value == "shutting_down"
         assert not image.led_by(broker.broker_id)
-        assert not broker.leading
+        assert not broker.registry.leading()
         # One replica: no other in-sync replica to take over, so the partitions are offline.
         assert [p.leader for p in image.partitions_of("alone")] == [-1, -1]

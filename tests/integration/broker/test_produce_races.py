@@ -82,7 +82,7 @@ async def test_a_produce_whose_leadership_ends_during_its_producer_lookup_is_ref
                 raise AssertionError("the produce never waited on the producers table")
             # The broker stops leading while the lookup waits (a one-broker cluster: offline).
             await broker.controlled_shutdown()
-            assert not broker.leading
+            assert not broker.registry.leading()
         finally:
             transaction.commit()
             conn.close()
@@ -90,6 +90,8 @@ async def test_a_produce_whose_leadership_ends_during_its_producer_lookup_is_ref
         answer: httpx.Response = await produce
         assert answer.status_code == 503, answer.text
         assert answer.json()["error_code"] == 50302
-        plog = broker.topics[topic].logs[0]
+        hosted = broker.registry.get(topic, 0)
+        assert hosted is not None
+        plog = hosted.log
         assert plog.log_end_offset == 0  # nothing written
         assert plog.producers.entries == {}

@@ -14,7 +14,8 @@ import pytest
 
 from headwater.errors import InvalidRecordError, PartitionNotFoundError, TopicNotFoundError
 from headwater.types import Offset, PartitionId
-from headwater_broker.broker import Broker, ProducedOffset, ProducerRecord
+from headwater_broker.appends import ProducedOffset, ProducerRecord
+from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
 
 
@@ -40,7 +41,7 @@ async def started(path: Path) -> AsyncIterator[Broker]:
     broker.open()
     await broker.start()
     try:
-        await broker.create_topic("orders", 4)
+        await broker.admin.create_topic("orders", 4)
         yield broker
     finally:
         await broker.close()
@@ -76,7 +77,7 @@ def test_keys_pick_kafkas_partition_and_offsets_come_back_in_request_order(
             record(b"foobar", b"v3"),
             record(None, b"v4", partition=1),
         )
-        offsets = await broker.produce("orders", None, source)
+        offsets = await broker.appends.produce("orders", None, source)
         assert offsets == [
             ProducedOffset(PartitionId(2), Offset(0)),
             ProducedOffset(PartitionId(0), Offset(0)),
@@ -84,7 +85,7 @@ def test_keys_pick_kafkas_partition_and_offsets_come_back_in_request_order(
             ProducedOffset(PartitionId(2), Offset(1)),
             ProducedOffset(PartitionId(1), Offset(0)),
         ]
-        fetched = await broker.fetch_records("orders", 2, 0, 1 << 20, 0, None)
+        fetched = await broker.reads.fetch_records("orders", 2, 0, 1 << 20, 0, None)
         assert [(r.offset, r.key, r.value, r.headers) for r in fetched.records] == [
             (0, b"foobar", b"v0", [("h", b"1")]),
             (1, b"foobar", b"v3", [("h", b"1")]),
@@ -96,7 +97,7 @@ def test_keys_pick_kafkas_partition_and_offsets_come_back_in_request_order(
 def test_the_path_partition_takes_every_record(run: Callable[[Scenario], None]) -> None:
     async def scenario(broker: Broker) -> None:
         source = Records(record(b"21", b"a"), record(None, b"b", partition=3))
-        assert await broker.produce("orders", 3, source) == [(3, 0), (3, 1)]
+        assert await broker.appends.produce("orders", 3, source) == [(3, 0), (3, 1)]
 
     run(scenario)
 
@@ -107,9 +108,9 @@ def test_a_record_partition_other_than_the_paths_is_refused(
     async def scenario(broker: Broker) -> None:
         source = Records(record(None, b"a"), record(None, b"b", partition=1))
         with pytest.raises(InvalidRecordError) as raised:
-            await broker.produce("orders", 3, source)
+            await broker.appends.produce("orders", 3, source)
         assert str(raised.value) == "records[1].partition 1 differs from the path's partition 3"
-        assert await broker.offsets("orders", 3) == (0, 0)
+        assert await broker.reads.offsets("orders", 3) == (0, 0)
 
     run(scenario)
 
@@ -120,10 +121,10 @@ def test_topic_and_path_partition_are_checked_before_the_records_are_decoded(
     async def scenario(broker: Broker) -> None:
         missing_topic = Records(record(None, b"a"))
         with pytest.raises(TopicNotFoundError):
-            await broker.produce("nope", None, missing_topic)
+            await broker.appends.produce("nope", None, missing_topic)
         missing_partition = Records(record(None, b"a"))
         with pytest.raises(PartitionNotFoundError):
-            await broker.produce("orders", 4, missing_partition)
+            await broker.appends.produce("orders", 4, missing_partition)
         assert (missing_topic.decoded, missing_partition.decoded) == (0, 0)
 
     run(scenario)
@@ -137,13 +138,15 @@ def test_min_insync_replicas_defaults_to_the_broker_setting_capped_at_the_replic
         broker.open()
         await broker.start()
         try:
-            await broker.create_topic("plain", 1)
-            await broker.create_topic("strict", 1, configs={"min.insync.replicas": "3"})
+            await broker.admin.create_topic("plain", 1)
+            await broker.admin.create_topic("strict", 1, configs={"min.insync.replicas": "3"})
+            replicas = broker.replicas
+            assert replicas is not None
             # Three replicas would take the broker's 2; this one-broker topic has one.
-            assert broker.replication_settings("plain", 3)[0] == 2
-            assert broker.replication_settings("plain", 1)[0] == 1
+            assert replicas.replication_settings("plain", 3)[0] == 2
+            assert replicas.replication_settings("plain", 1)[0] == 1
             # A topic's own setting is kept as it is, even above its replica count.
-            assert broker.replication_settings("strict", 1)[0] == 3
+            assert replicas.replication_settings("strict", 1)[0] == 3
         finally:
             await broker.close()
 

@@ -34,11 +34,11 @@ async def started(path: Path, **settings: Any) -> AsyncIterator[Broker]:
 def test_replica_directories_record_their_topic_id(tmp_path: Path) -> None:
     async def main() -> None:
         async with started(tmp_path) as broker:
-            created = await broker.create_topic("orders", 2, configs={"retention.ms": 60000})
+            created = await broker.admin.create_topic("orders", 2, configs={"retention.ms": 60000})
             assert topic_id_of(tmp_path / "orders-0") == created.topic_id
             assert topic_id_of(tmp_path / "orders-1") == created.topic_id
         async with started(tmp_path) as again:
-            described = await again.describe_topic("orders")
+            described = await again.admin.describe_topic("orders")
             assert described.configs["retention.ms"] == "60000"
             assert described.topic_id == created.topic_id
 
@@ -48,12 +48,14 @@ def test_replica_directories_record_their_topic_id(tmp_path: Path) -> None:
 def test_a_recreated_name_never_reads_the_deleted_topics_data(tmp_path: Path) -> None:
     async def main() -> None:
         async with started(tmp_path) as broker:
-            await broker.create_topic("gone", 1)
-            await broker.append_batches("gone", 0, bytearray(encode_batch([(None, b"x", [])])))
-            await broker.delete_topic("gone")
+            await broker.admin.create_topic("gone", 1)
+            await broker.appends.append_batches(
+                "gone", 0, bytearray(encode_batch([(None, b"x", [])]))
+            )
+            await broker.admin.delete_topic("gone")
             assert not (tmp_path / "gone-0").exists()
-            await broker.create_topic("gone", 1)
-            assert await broker.offsets("gone", 0) == (0, 0)
+            await broker.admin.create_topic("gone", 1)
+            assert await broker.reads.offsets("gone", 0) == (0, 0)
         (tmp_path / "gone-0.abc.deleted").mkdir()  # a crash between rename and removal
         stray = tmp_path / "stray-0"
         stray.mkdir()
@@ -61,7 +63,7 @@ def test_a_recreated_name_never_reads_the_deleted_topics_data(tmp_path: Path) ->
         async with started(tmp_path) as again:
             assert not (tmp_path / "gone-0.abc.deleted").exists()
             assert not stray.exists()
-            assert again.list_topics() == ["gone"]
+            assert again.admin.list_topics() == ["gone"]
 
     asyncio.run(main())
 
@@ -70,8 +72,10 @@ def test_a_pre_cluster_catalog_is_imported_with_its_data(tmp_path: Path) -> None
     async def main() -> None:
         async with started(tmp_path) as first:
             # Recreate the earlier layout: the data exists, the cluster does not know it yet.
-            await first.create_topic("seed", 1)
-            await first.append_batches("seed", 0, bytearray(encode_batch([(None, b"v", [])])))
+            await first.admin.create_topic("seed", 1)
+            await first.appends.append_batches(
+                "seed", 0, bytearray(encode_batch([(None, b"v", [])]))
+            )
         (tmp_path / "seed-0").rename(tmp_path / "old-0")
         (tmp_path / "old-0" / "partition.metadata").unlink()
         (tmp_path / "cluster.db").unlink()
@@ -85,10 +89,10 @@ def test_a_pre_cluster_catalog_is_imported_with_its_data(tmp_path: Path) -> None
         )
         (tmp_path / "producers.json").write_bytes(orjson.dumps({"next_id": 5000, "producers": {}}))
         async with started(tmp_path) as broker:
-            assert broker.list_topics() == ["old"]
-            assert await broker.offsets("old", 0) == (0, 1)
+            assert broker.admin.list_topics() == ["old"]
+            assert await broker.reads.offsets("old", 0) == (0, 1)
             assert topic_id_of(tmp_path / "old-0") == broker.image.topics["old"].topic_id
-            producer_id, _epoch = await broker.init_producer(None, None)
+            producer_id, _epoch = await broker.appends.init_producer(None, None)
             assert producer_id >= 5000  # never an id the single broker issued
         assert (tmp_path / "topics.json.imported").exists()
 
@@ -98,7 +102,7 @@ def test_a_pre_cluster_catalog_is_imported_with_its_data(tmp_path: Path) -> None
 def test_metadata_of_another_cluster_is_refused(tmp_path: Path) -> None:
     async def main() -> None:
         async with started(tmp_path) as broker:
-            await broker.create_topic("kept", 1)
+            await broker.admin.create_topic("kept", 1)
         (tmp_path / "cluster.db").unlink()
         with pytest.raises(ClusterMismatchError, match="BROKER_METADATA_URL"):
             async with started(tmp_path):
@@ -113,18 +117,18 @@ def test_expired_producers_leave_partition_state_too(tmp_path: Path) -> None:
         now = [1_800_000_000.0]
         async with started(tmp_path, producer_id_expiration_ms=1000) as broker:
             broker.clock = lambda: now[0]
-            await broker.create_topic("t", 1)
-            pid, epoch = await broker.init_producer(None, None)
+            await broker.admin.create_topic("t", 1)
+            pid, epoch = await broker.appends.init_producer(None, None)
             body = encode_batch(
                 [(None, b"x", [])], producer_id=pid, producer_epoch=epoch, base_sequence=0
             )
-            await broker.append_batches("t", 0, bytearray(body))
-            assert list(broker.partition("t", 0).producers.entries) == [pid]
+            await broker.appends.append_batches("t", 0, bytearray(body))
+            assert list(broker.routing.served_log("t", 0).producers.entries) == [pid]
             now[0] += 0.5
             assert await broker.expire_producers() == []
             now[0] += 1.0
             assert await broker.expire_producers() == [pid]
-            assert broker.partition("t", 0).producers.entries == {}
+            assert broker.routing.served_log("t", 0).producers.entries == {}
 
     asyncio.run(main())
 
@@ -138,8 +142,8 @@ def test_copied_producer_state_is_kept_until_its_own_batches_expire(tmp_path: Pa
         now = [1_800_000_000.0]
         async with started(tmp_path, producer_id_expiration_ms=1000) as broker:
             broker.clock = lambda: now[0]
-            await broker.create_topic("t", 1)
-            plog = broker.partition("t", 0)
+            await broker.admin.create_topic("t", 1)
+            plog = broker.routing.served_log("t", 0)
             copied = encode_batch(
                 [(None, b"x", [])], producer_id=77, producer_epoch=0, base_sequence=0
             )

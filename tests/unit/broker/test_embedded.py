@@ -22,7 +22,7 @@ from headwater_broker.api.embedded import (
     decode_records,
     render_records,
 )
-from headwater_broker.broker import ProducerRecord
+from headwater_broker.appends import ProducerRecord
 
 
 def b64(data: bytes) -> str:

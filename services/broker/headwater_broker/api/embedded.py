@@ -34,7 +34,7 @@ from headwater.errors import (
     MalformedRequestError,
 )
 from headwater.records.batch import Record
-from headwater_broker.broker import ProducerRecord
+from headwater_broker.appends import ProducerRecord
 
 EmbeddedFormat = Literal["json", "binary"]
 

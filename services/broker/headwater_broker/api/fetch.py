@@ -82,12 +82,12 @@ async def fetch(
 ) -> Response:
     media = negotiate(request.headers.get("accept"), _OFFERED)
     if media == BATCHES:
-        data = await broker.fetch(topic, partition, offset, max_bytes, max_wait_ms)
+        data = await broker.reads.fetch(topic, partition, offset, max_bytes, max_wait_ms)
         bounds = (data.high_watermark, data.log_start_offset, data.next_offset)
         return Response(data.data, media_type=BATCHES, headers=_bound_headers(*bounds))
     if (relayed := await at_leader(request, broker, topic, partition)) is not None:
         return relayed
-    fetched = await broker.fetch_records(
+    fetched = await broker.reads.fetch_records(
         topic, partition, offset, max_bytes, max_wait_ms, max_records
     )
     rendered = render_records(topic, partition, fetched.records, media == KAFKA_BINARY)

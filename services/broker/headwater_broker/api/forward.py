@@ -25,17 +25,17 @@ async def at_leader(
     request: Request, broker: Broker, topic: str, partition: int
 ) -> Response | None:
     """None if this broker leads the partition, else the leader's answer to the request."""
-    url = await broker.find_leader(topic, partition)
+    url = await broker.routing.find_leader(topic, partition)
     if url is None:
         return None
     if forwarded(request):
-        raise broker.not_leader(topic, partition)
+        raise broker.routing.not_leader(topic, partition)
     return await _relay(request, broker, url, controller=False)
 
 
 async def at_controller(request: Request, broker: Broker) -> Response | None:
     """None if this broker is the active controller, else the controller's answer."""
-    url = await broker.controller_url()
+    url = await broker.admin.controller_url()
     if url is None:
         return None
     if forwarded(request):

@@ -120,7 +120,7 @@ async def _produce(
         idempotency.validate(key)
     body = await read_body(request, broker.settings.max_request_bytes)
     source = ProduceBody(bytes(body), fmt)
-    offsets = await broker.produce(
+    offsets = await broker.appends.produce(
         topic, partition, source, forwarded=forwarded(request), idempotency_key=key
     )
     answer = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in offsets]
@@ -199,7 +199,7 @@ async def append_batches(
         raise InvalidRequestError(f"acks must be 0, 1, all or -1, got {level!r}")
     media = accept_json(request) if _ACKS[level] else BATCHES
     body = await read_body(request, broker.settings.max_request_bytes)
-    results = await broker.append_batches(topic, partition, body, acks=_ACKS[level])
+    results = await broker.appends.append_batches(topic, partition, body, acks=_ACKS[level])
     if _ACKS[level] == 0:
         return Response(status_code=204)
     batches = [
@@ -230,5 +230,5 @@ async def append_batches(
     summary="Get an idempotent producer id (epoch 0), or bump an id's epoch to fence old ones",
 )
 async def init_producer(body: models.InitProducer, broker: BrokerDep) -> models.ProducerIdentity:
-    producer_id, epoch = await broker.init_producer(body.producer_id, body.producer_epoch)
+    producer_id, epoch = await broker.appends.init_producer(body.producer_id, body.producer_epoch)
     return models.ProducerIdentity(producer_id=producer_id, producer_epoch=epoch)

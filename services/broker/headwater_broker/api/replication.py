@@ -25,6 +25,7 @@ from headwater.errors import (
     NotLeaderOrFollowerError,
     PartitionNotFoundError,
     RequestTooLargeError,
+    ServiceUnavailableError,
     StaleBrokerEpochError,
     StalePartitionEpochError,
     TopicNotFoundError,
@@ -32,9 +33,10 @@ from headwater.errors import (
 from headwater.types import BrokerId
 from headwater_broker.api import models
 from headwater_broker.api.deps import BrokerDep, JSONBodyDep
-from headwater_broker.broker import SHUTDOWN_PATH, Broker
+from headwater_broker.broker import Broker
 from headwater_broker.cluster.election import IsrMember, IsrProposal
 from headwater_broker.cluster.state import BrokerEpoch, LeaderEpoch, PartitionEpoch
+from headwater_broker.controller_requests import SHUTDOWN_PATH
 from headwater_broker.replication.fetcher import FETCH_PATH, answer_fetch
 from headwater_broker.replication.wire import MEDIA_TYPE
 from headwater_kernel.body import JSONBody
@@ -71,11 +73,10 @@ class ReplicaFetchPath:
             body = await _read_body(receive, broker.settings.max_request_bytes)
             if body is None:
                 return  # the follower went away (its fetcher cancelled the request)
-            replication = broker.replication
-            if replication is None:
-                raise MalformedRequestError("This broker has not joined its cluster yet")
+            if broker.replication is None:
+                raise ServiceUnavailableError("This broker has not joined its cluster yet; retry")
             chunks = await answer_fetch(
-                body, replication.leader_for, broker.replication_hint, broker.now_ms
+                body, broker.registry.leader, broker.routing.replica_fetch_hint, broker.now_ms
             )
         except HeadwaterError as exc:
             await error_response(exc)(scope, receive, send)

@@ -72,7 +72,7 @@ async def create_topic(
 ) -> models.TopicDescription | Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
-    description = await broker.create_topic(
+    description = await broker.admin.create_topic(
         body.name, body.partitions, body.replication_factor, body.configs, body.replica_assignment
     )
     mark_metadata_offset(response, broker)
@@ -86,7 +86,7 @@ async def create_topic(
     summary="Topic names, sorted",
 )
 async def list_topics(broker: BrokerDep) -> list[str]:
-    return broker.list_topics()
+    return broker.admin.list_topics()
 
 
 @router.get(
@@ -96,7 +96,7 @@ async def list_topics(broker: BrokerDep) -> list[str]:
     summary="Partitions with their leaders, replicas and offsets, and the effective configs",
 )
 async def describe_topic(topic: models.TopicName, broker: BrokerDep) -> models.TopicDescription:
-    return models.TopicDescription.model_validate(await broker.describe_topic(topic))
+    return models.TopicDescription.model_validate(await broker.admin.describe_topic(topic))
 
 
 @router.delete(
@@ -111,7 +111,7 @@ async def describe_topic(topic: models.TopicName, broker: BrokerDep) -> models.T
 async def delete_topic(topic: models.TopicName, request: Request, broker: BrokerDep) -> Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
-    await broker.delete_topic(topic)
+    await broker.admin.delete_topic(topic)
     response = Response(status_code=204)
     mark_metadata_offset(response, broker)
     return response
@@ -135,7 +135,7 @@ async def alter_configs(
 ) -> models.TopicDescription | Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
-    description = await broker.alter_topic_configs(topic, body.set, body.delete)
+    description = await broker.admin.alter_topic_configs(topic, body.set, body.delete)
     mark_metadata_offset(response, broker)
     return models.TopicDescription.model_validate(description)
 
@@ -158,7 +158,7 @@ async def add_partitions(
 ) -> models.TopicDescription | Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
-    description = await broker.add_partitions(topic, body.count)
+    description = await broker.admin.add_partitions(topic, body.count)
     mark_metadata_offset(response, broker)
     return models.TopicDescription.model_validate(description)
 
@@ -172,7 +172,7 @@ async def add_partitions(
 async def list_partitions(
     topic: models.TopicName, broker: BrokerDep
 ) -> list[models.PartitionSummary]:
-    return [models.PartitionSummary.model_validate(p) for p in broker.list_partitions(topic)]
+    return [models.PartitionSummary.model_validate(p) for p in broker.admin.list_partitions(topic)]
 
 
 @router.get(
@@ -184,7 +184,7 @@ async def list_partitions(
 async def describe_partition(
     topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
 ) -> models.PartitionDescription:
-    info = await broker.partition_info(topic, partition)
+    info = await broker.admin.partition_info(topic, partition)
     return models.PartitionDescription.model_validate(info)
 
 
@@ -222,7 +222,7 @@ async def reassign_partition(
 ) -> models.Reassignment | Response:
     if (relayed := await at_controller(request, broker)) is not None:
         return relayed
-    state = await broker.reassign_partition(topic, partition, body.replicas)
+    state = await broker.admin.reassign_partition(topic, partition, body.replicas)
     mark_metadata_offset(response, broker)
     return _reassignment(state)
 
@@ -236,7 +236,7 @@ async def reassign_partition(
 async def describe_reassignment(
     topic: models.TopicName, partition: models.PartitionNumber, broker: BrokerDep
 ) -> models.Reassignment:
-    return _reassignment(broker.reassignment(topic, partition))
+    return _reassignment(broker.admin.reassignment(topic, partition))
 
 
 @router.get(
@@ -250,7 +250,7 @@ async def offsets(
 ) -> models.Offsets | Response:
     if (relayed := await at_leader(request, broker, topic, partition)) is not None:
         return relayed
-    beginning, end = await broker.offsets(topic, partition)
+    beginning, end = await broker.reads.offsets(topic, partition)
     return models.Offsets(beginning_offset=beginning, end_offset=end)
 
 
@@ -269,7 +269,7 @@ async def lookup_offset(
 ) -> models.OffsetLookup | Response:
     if (relayed := await at_leader(request, broker, topic, partition)) is not None:
         return relayed
-    found = await broker.lookup_offset(topic, partition, timestamp)
+    found = await broker.reads.lookup_offset(topic, partition, timestamp)
     if found is None:
         return models.OffsetLookup(offset=None, timestamp=None)
     return models.OffsetLookup(offset=found[0], timestamp=found[1])

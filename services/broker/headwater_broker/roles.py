@@ -1,10 +1,12 @@
-"""One broker's replication: its leaders, its fetchers, in-sync proposals and checkpoints.
+"""The roles of this broker's replicas: leaders, fetchers, in-sync proposals and checkpoints.
 
-The replica manager (``headwater_broker.replicas``) tells it, from each metadata image, which
-partitions this broker leads (:meth:`Replication.lead`) and which it follows at which leader
-(:meth:`Replication.follow`). It keeps one :class:`PartitionLeader` per led partition and one
-:class:`ReplicaFetcher` per leader broker followed, and runs one background loop that sends the
-leaders' in-sync proposals to the controller and checkpoints high watermarks.
+The metadata applier (``headwater_broker.replicas``) tells it, from each metadata image, which
+hosted partitions this broker leads (:meth:`Replication.lead`) and which it follows at which
+leader (:meth:`Replication.follow`). The role is recorded in the partition's registry entry
+(``partitions.py``: a :class:`PartitionLeader` per led partition, the followed leader and epoch
+per followed one); this keeps one :class:`ReplicaFetcher` per leader broker followed, and runs
+one background loop that sends the leaders' in-sync proposals to the controller and checkpoints
+high watermarks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from headwater.errors import HeadwaterError
 from headwater_broker import metrics
 from headwater_broker.cluster.election import IsrProposal
 from headwater_broker.cluster.state import PartitionState
-from headwater_broker.log.partition import PartitionLog
+from headwater_broker.partitions import HostedPartition, PartitionRegistry
 from headwater_broker.replication.fetcher import ReplicaFetcher
 from headwater_broker.replication.follower import FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader
@@ -38,6 +40,7 @@ class Replication:
 
     def __init__(
         self,
+        registry: PartitionRegistry,
         *,
         broker_id: int,
         broker_epoch: Callable[[], int],
@@ -49,6 +52,7 @@ class Replication:
         fetch_timeout_ms: int = 1000,
         on_disk_failure: Callable[[str], None] | None = None,
     ) -> None:
+        self.registry = registry
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.now_ms = now_ms
@@ -58,10 +62,7 @@ class Replication:
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_timeout_ms = fetch_timeout_ms
         self.on_disk_failure = on_disk_failure
-        self.leaders: dict[Key, PartitionLeader] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.followed: dict[Key, tuple[int, int]] = {}  # -> (leader id, leader epoch)
-        self.logs: dict[Key, PartitionLog] = {}
         self.client = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=32))
         self._task: asyncio.Task[None] | None = None
         self._sending: set[Key] = set()
@@ -85,34 +86,31 @@ class Replication:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await done
         self.fetchers.clear()
-        for leader in self.leaders.values():
-            leader.resign()
-        self.leaders.clear()
-        for plog in self.logs.values():
+        for hosted in self.registry:
+            if hosted.leader is not None:
+                hosted.leader.resign()
+                hosted.leader = None
+            hosted.followed = None
             with contextlib.suppress(OSError):
-                plog.checkpoint_high_watermark()
+                hosted.log.checkpoint_high_watermark()
         await self.client.aclose()
 
     # --- roles --------------------------------------------------------------------------------
 
-    def leader_for(self, topic: str, partition: int) -> PartitionLeader | None:
-        return self.leaders.get((topic, partition))
-
     def lead(
         self,
-        plog: PartitionLog,
+        hosted: HostedPartition,
         state: PartitionState,
         *,
         min_insync_replicas: int,
         replica_lag_time_max_ms: int,
     ) -> PartitionLeader:
-        """Lead ``plog`` as ``state`` says (a new leader epoch, or new ISR / replicas in it)."""
-        key = (state.topic, int(state.partition))
-        self._unfollow(key)
-        self.logs[key] = plog
-        leader = self.leaders.get(key)
+        """Lead ``hosted`` as ``state`` says (a new leader epoch, or new ISR / replicas in it)."""
+        self._unfollow(hosted)
+        plog = hosted.log
+        leader = hosted.current_leader()
         now = self.now_ms()
-        if leader is not None and leader.leader_epoch == state.leader_epoch and leader.plog is plog:
+        if leader is not None and leader.leader_epoch == state.leader_epoch:
             leader.min_insync_replicas = min_insync_replicas
             leader.lag_time_max_ms = replica_lag_time_max_ms
             if state.partition_epoch > leader.partition_epoch:
@@ -123,8 +121,7 @@ class Replication:
                     now_ms=now,
                 )
             return leader
-        if leader is not None:
-            leader.resign()
+        self._resign(hosted)
         leader = PartitionLeader(
             plog,
             broker_id=self.broker_id,
@@ -139,7 +136,7 @@ class Replication:
             is_eligible=self.is_active,
             fetch_timeout_ms=self.fetch_timeout_ms,
         )
-        self.leaders[key] = leader
+        hosted.leader = leader
         return leader
 
     def unreachable_leaders(self) -> list[int]:
@@ -147,20 +144,21 @@ class Replication:
         limit = self.fetch_timeout_ms / 1000
         return sorted(b for b, f in self.fetchers.items() if f.silent_s() > limit)
 
-    def follow(self, plog: PartitionLog, state: PartitionState, leader_url: str | None) -> None:
+    def follow(
+        self, hosted: HostedPartition, state: PartitionState, leader_url: str | None
+    ) -> None:
         """Follow ``state.leader`` (nothing is fetched while it is unknown or this broker)."""
-        key = (state.topic, int(state.partition))
-        self._resign(key)
-        self.logs[key] = plog
+        self._resign(hosted)
+        plog = hosted.log
         if state.leader < 0 or state.leader == self.broker_id or leader_url is None:
-            self._unfollow(key)
+            self._unfollow(hosted)
             plog.set_replicated(True)
             return
-        if self.followed.get(key) == (state.leader, state.leader_epoch):
+        if hosted.followed == (state.leader, state.leader_epoch):
             fetcher = self.fetchers.get(state.leader)
             if fetcher is not None and fetcher.leader_url == leader_url.rstrip("/"):
                 return
-        self._unfollow(key)
+        self._unfollow(hosted)
         fetcher = self.fetchers.get(state.leader)
         if fetcher is None or fetcher.leader_url != leader_url.rstrip("/"):
             if fetcher is not None:
@@ -179,37 +177,36 @@ class Replication:
         fetcher.add(
             FollowerPartition(plog, leader_id=state.leader, leader_epoch=state.leader_epoch)
         )
-        self.followed[key] = (state.leader, state.leader_epoch)
+        hosted.followed = (state.leader, state.leader_epoch)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def drop(self, topic: str, partition: int) -> None:
+    def drop(self, hosted: HostedPartition) -> None:
         """Neither lead nor follow the partition any more (its replica is being deleted)."""
-        key = (topic, partition)
-        self._resign(key)
-        self._unfollow(key)
-        self.logs.pop(key, None)
+        self._resign(hosted)
+        self._unfollow(hosted)
 
-    def _resign(self, key: Key) -> None:
-        leader = self.leaders.pop(key, None)
+    def _resign(self, hosted: HostedPartition) -> None:
+        leader, hosted.leader = hosted.leader, None
         if leader is not None:
             leader.resign()
+        key = (hosted.log.topic, int(hosted.log.partition))
         if key in self._lag_series:
             # At once, not at the next metrics pass: a deleted topic's series go with it.
             self._lag_series.discard(key)
             with contextlib.suppress(KeyError):
                 metrics.FOLLOWER_LAG.remove(key[0], str(key[1]))
 
-    def _unfollow(self, key: Key) -> None:
-        followed = self.followed.pop(key, None)
+    def _unfollow(self, hosted: HostedPartition) -> None:
+        followed, hosted.followed = hosted.followed, None
         if followed is None:
             return
         fetcher = self.fetchers.get(followed[0])
         if fetcher is not None:
-            fetcher.remove(*key)
+            fetcher.remove(hosted.log.topic, int(hosted.log.partition))
 
     # --- background ---------------------------------------------------------------------------
 
@@ -219,7 +216,8 @@ class Replication:
         while True:
             await asyncio.sleep(self.isr_interval_s)
             now = self.now_ms()
-            for key, leader in list(self.leaders.items()):
+            for leader in self.registry.leaders():
+                key = (leader.plog.topic, int(leader.plog.partition))
                 leader.maybe_advance_high_watermark(now)
                 if key in self._sending:
                     continue
@@ -230,7 +228,7 @@ class Replication:
             self._update_metrics()
             if loop.time() >= next_checkpoint:
                 next_checkpoint = loop.time() + CHECKPOINT_INTERVAL_S
-                for plog in list(self.logs.values()):
+                for plog in self.registry.logs():
                     try:
                         plog.checkpoint_high_watermark()
                     except OSError as exc:
@@ -238,7 +236,10 @@ class Replication:
 
     def _update_metrics(self) -> None:
         under_replicated = under_min_isr = 0
-        for (topic, partition), leader in self.leaders.items():
+        series: set[Key] = set()
+        for leader in self.registry.leaders():
+            topic, partition = leader.plog.topic, int(leader.plog.partition)
+            series.add((topic, partition))
             if len(leader.isr) < len(leader.replicas):
                 under_replicated += 1
             if len(leader.isr) < leader.min_insync_replicas:
@@ -250,10 +251,10 @@ class Replication:
             metrics.FOLLOWER_LAG.labels(topic, str(partition)).set(lag)
         metrics.UNDER_REPLICATED_PARTITIONS.set(under_replicated)
         metrics.UNDER_MIN_ISR_PARTITIONS.set(under_min_isr)
-        for topic, partition in self._lag_series - set(self.leaders):
+        for topic, partition in self._lag_series - series:
             with contextlib.suppress(KeyError):
                 metrics.FOLLOWER_LAG.remove(topic, str(partition))
-        self._lag_series = set(self.leaders)
+        self._lag_series = series
 
     async def _propose(self, key: Key, leader: PartitionLeader, proposal: IsrProposal) -> None:
         try:

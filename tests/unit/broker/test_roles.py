@@ -1,4 +1,4 @@
-"""The broker's Replication: roles from partition states, and the replication metrics."""
+"""Replication's roles in the partition registry, from partition states, and their metrics."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from prometheus_client import REGISTRY
 from headwater.records.batch import iter_batches
 from headwater.types import BrokerId, PartitionId
 from headwater_broker.cluster.election import IsrProposal
-from headwater_broker.cluster.state import LeaderEpoch, PartitionEpoch, PartitionState
-from headwater_broker.log.partition import PartitionLog
-from headwater_broker.replication.manager import Replication
-from headwater_broker.topic_config import TopicConfig
+from headwater_broker.cluster.state import LeaderEpoch, PartitionEpoch, PartitionState, TopicState
+from headwater_broker.partitions import PartitionRegistry
+from headwater_broker.producer_registry import ProducerRegistry
+from headwater_broker.roles import Replication
 from tests.support import unique
 from tests.unit.broker.replication_sim import NOW, values_batch
 
@@ -38,16 +38,16 @@ async def test_roles_and_metrics(tmp_path: Path) -> None:
         committed.append(proposal)
         raise AssertionError("not reached in this test")
 
+    registry = PartitionRegistry(tmp_path, "never", ProducerRegistry(60_000))
     replication = Replication(
+        registry,
         broker_id=0,
         broker_epoch=lambda: 1,
         now_ms=lambda: NOW,
         send_isr=send_isr,
         is_active=lambda _b: True,
     )
-    plog = PartitionLog.open(
-        tmp_path / "p", topic, PartitionId(0), TopicConfig(), "never", replicated=True
-    )
+    hosted = registry.host(TopicState(topic, "id", 1, {}), 0, NOW)
     state = PartitionState(
         topic,
         "id",
@@ -59,8 +59,11 @@ async def test_roles_and_metrics(tmp_path: Path) -> None:
         PartitionEpoch(7),
     )
     try:
-        leader = replication.lead(plog, state, min_insync_replicas=2, replica_lag_time_max_ms=1000)
-        assert replication.leader_for(topic, 0) is leader
+        leader = replication.lead(
+            hosted, state, min_insync_replicas=2, replica_lag_time_max_ms=1000
+        )
+        assert registry.leader(topic, 0) is leader
+        assert registry.leads(topic, 0, LeaderEpoch(3))
         body = bytearray(values_batch(["a", "b", "c"]))
         await leader.append(body, list(iter_batches(body)), NOW, acks=1, timeout_s=1)
         replication._update_metrics()
@@ -69,7 +72,7 @@ async def test_roles_and_metrics(tmp_path: Path) -> None:
         # The ISR shrinks within the same leader epoch: the same leader object takes it.
         shrunk = replace(state, isr=(BrokerId(0),), partition_epoch=PartitionEpoch(8))
         assert (
-            replication.lead(plog, shrunk, min_insync_replicas=2, replica_lag_time_max_ms=1000)
+            replication.lead(hosted, shrunk, min_insync_replicas=2, replica_lag_time_max_ms=1000)
             is leader
         )
         assert leader.isr == (0,)
@@ -78,9 +81,10 @@ async def test_roles_and_metrics(tmp_path: Path) -> None:
         assert sample("headwater_broker_under_min_isr_partitions") == 1
         # Following another leader (unknown URL: nothing fetched) retires the leader.
         follower_state = replace(shrunk, leader=BrokerId(2), leader_epoch=LeaderEpoch(4))
-        replication.follow(plog, follower_state, None)
+        replication.follow(hosted, follower_state, None)
         assert leader.resigned
-        assert replication.leader_for(topic, 0) is None
+        assert registry.leader(topic, 0) is None
+        assert registry.leading() == {}
         replication._update_metrics()
         assert sample("headwater_broker_follower_lag_records", topic=topic, partition="0") is None
         assert sample("headwater_broker_under_replicated_partitions") == 0
