@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import NamedTuple, Protocol
 
 from headwater.errors import (
     CorruptRecordError,
     IdempotencyKeyConflictError,
     InvalidRecordError,
+    InvalidRequestError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
     ServiceUnavailableError,
@@ -41,6 +43,28 @@ from headwater_broker.routing import Routing
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_admin import TopicAdmin
 from headwater_broker.topic_config import TopicConfig
+
+
+class Acks(IntEnum):
+    """What a produce waits for before it is answered (Kafka's ``acks``, same numbers).
+
+    ``NONE`` (0): answered 204 once the leader has appended, promising nothing -- over HTTP the
+    request still waits for its answer; ``LEADER`` (1): the leader's append (fsynced under
+    ``BROKER_FSYNC=always``); ``ALL`` (-1): the high watermark passing the batch, with at least
+    ``min.insync.replicas`` in sync.
+    """
+
+    NONE = 0
+    LEADER = 1
+    ALL = -1
+
+    @classmethod
+    def parse(cls, text: str) -> Acks:
+        """``0``, ``1``, ``all`` or ``-1``; anything else is 422 42200."""
+        level = {"0": cls.NONE, "1": cls.LEADER, "all": cls.ALL, "-1": cls.ALL}.get(text)
+        if level is None:
+            raise InvalidRequestError(f"acks must be 0, 1, all or -1, got {text!r}")
+        return level
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +134,13 @@ class Appends:
         partition: int,
         body: bytearray,
         *,
-        acks: int = 1,
+        acks: Acks = Acks.LEADER,
         keyed_request: bool = False,
     ) -> list[AppendResult]:
         """Append one or more concatenated RecordBatch v2, validated whole before any is written.
 
         Only at the partition's leader (421 42101 elsewhere, 503 50302 when none leads it).
-        ``acks=-1`` (all): refused before appending when fewer replicas than
+        ``Acks.ALL``: refused before appending when fewer replicas than
         ``min.insync.replicas`` are in sync (503 50303), answered once the high watermark passes
         the batches (503 50304 if the in-sync set shrank below the minimum meanwhile, 421 if
         leadership moved, 504 50401 after ``BROKER_REQUEST_TIMEOUT_MS``). ``keyed_request``:
@@ -289,7 +313,7 @@ class Appends:
             # watermark, so a consumer that reads right after the answer sees them.
             try:
                 (result,) = await self.append_batches(
-                    topic_name, partition, batch, acks=-1, keyed_request=pid >= 0
+                    topic_name, partition, batch, acks=Acks.ALL, keyed_request=pid >= 0
                 )
             except OutOfOrderSequenceError:
                 if pid < 0:

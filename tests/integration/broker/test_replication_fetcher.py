@@ -18,9 +18,9 @@ from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
 from headwater.records.batch import iter_batches
 from headwater.types import PartitionId
 from headwater_broker.log.partition import PartitionLog
-from headwater_broker.replication.fetcher import FETCH_PATH, ReplicaFetcher, answer_fetch
+from headwater_broker.replication.fetcher import FETCH_PATH, ReplicaFetcher
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
-from headwater_broker.replication.leader import PartitionLeader
+from headwater_broker.replication.leader import PartitionLeader, answer_fetch
 from headwater_broker.replication.wire import MEDIA_TYPE
 from headwater_broker.topic_config import TopicConfig
 from tests.integration.broker.in_process import http_server

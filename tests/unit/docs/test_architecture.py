@@ -1,13 +1,15 @@
-"""docs/architecture.md names real code: every module, class, function and file it cites exists.
+"""docs/architecture.md names real code: every module, class, function and file it cites exists,
+and every step of a walk written `A` -> `B` is a call: A's source calls (or names) B.
 
-The page walks a record, a heartbeat and a schema registration by name; when code moves, this
-test names what the page still points at.
+The page walks a record, a follower fetch, a heartbeat and a schema registration by name; when
+code moves, this test names what the page still points at.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import re
 from functools import cache
 
@@ -89,6 +91,45 @@ def problem(name: str) -> str | None:
     return None
 
 
+def find(name: str) -> object | None:
+    """The function or class a cited name stands for (None: not a code object we can read)."""
+    parts = name.split(".")
+    if parts[0] in ROOTS:
+        candidates = [name]
+    elif CAMEL.fullmatch(parts[0]) and parts[0] in definitions():
+        candidates = [f"{module}.{name}" for module in definitions()[parts[0]]]
+    else:
+        return None
+    for candidate in candidates:
+        pieces = candidate.split(".")
+        for cut in range(len(pieces), 0, -1):
+            try:
+                target: object = importlib.import_module(".".join(pieces[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attribute in pieces[cut:]:
+                target = getattr(target, attribute, None)
+            if inspect.isfunction(target) or inspect.ismethod(target):
+                return target
+            break
+    return None
+
+
+STEP = re.compile(r"`([^`\n]+)`\s*->\s*`([^`\n]+)`")
+
+
+def steps() -> list[tuple[str, str]]:
+    """Every ``A -> B`` of the page's prose, where A is a function of ours."""
+    prose = re.sub(r"^```.*?^```", "", PAGE.read_text(), flags=re.S | re.M)
+    pairs = [(a.removesuffix("()"), b.removesuffix("()")) for a, b in STEP.findall(prose)]
+    return sorted({(a, b) for a, b in pairs if find(a) is not None})
+
+
+def calls(caller: str, callee: str) -> bool:
+    source = inspect.getsource(find(caller))  # type: ignore[arg-type]  # steps() found it
+    return re.search(rf"\b{re.escape(callee.split('.')[-1])}\b", source) is not None
+
+
 def cited() -> list[str]:
     return sorted(set(inline_code(PAGE.read_text())))
 
@@ -102,6 +143,21 @@ def test_the_page_cites_code_by_name() -> None:
 @pytest.mark.parametrize("name", cited())
 def test_every_cited_name_exists(name: str) -> None:
     assert problem(name) is None, f"docs/architecture.md cites `{name}`: {problem(name)}"
+
+
+def test_the_walks_have_steps() -> None:
+    assert len(steps()) >= 10
+    assert ("ReplicaFetcher._run", "ReplicaFetcher._round") in steps()
+
+
+@pytest.mark.parametrize(("caller", "callee"), steps())
+def test_each_step_of_a_walk_calls_the_next(caller: str, callee: str) -> None:
+    assert calls(caller, callee), f"docs/architecture.md: `{caller}` does not call `{callee}`"
+
+
+def test_a_step_that_calls_nothing_is_caught() -> None:
+    assert calls("ReplicaFetcher._round", "ReplicaFetcher._send")
+    assert not calls("ReplicaFetcher._send", "ReplicaFetcher._round")
 
 
 def test_a_name_that_moved_is_caught() -> None:

@@ -42,6 +42,7 @@ from headwater_broker.api.media import (
     read_body,
     require_content_type,
 )
+from headwater_broker.appends import Acks
 from headwater_broker.broker import Broker
 from headwater_kernel.body import JSONBody
 
@@ -79,7 +80,6 @@ _RECORDS: tuple[type[HeadwaterError], ...] = (
     StorageError,
 )
 
-_ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
 _RECORDS_BODY: dict[str, Any] = {
     "requestBody": {
@@ -194,13 +194,13 @@ async def append_batches(
     acks_header: Annotated[str | None, Header(alias="Acks")] = None,
 ) -> Response:
     require_content_type(request, BATCH_TYPES)
-    level = acks if acks is not None else acks_header if acks_header is not None else "1"
-    if level not in _ACKS:
-        raise InvalidRequestError(f"acks must be 0, 1, all or -1, got {level!r}")
-    media = accept_json(request) if _ACKS[level] else BATCHES
+    level = Acks.parse(
+        acks if acks is not None else acks_header if acks_header is not None else "1"
+    )
+    media = accept_json(request) if level != Acks.NONE else BATCHES
     body = await read_body(request, broker.settings.max_request_bytes)
-    results = await broker.appends.append_batches(topic, partition, body, acks=_ACKS[level])
-    if _ACKS[level] == 0:
+    results = await broker.appends.append_batches(topic, partition, body, acks=level)
+    if level == Acks.NONE:
         return Response(status_code=204)
     batches = [
         {

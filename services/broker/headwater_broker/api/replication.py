@@ -37,7 +37,8 @@ from headwater_broker.broker import Broker
 from headwater_broker.cluster.election import IsrMember, IsrProposal
 from headwater_broker.cluster.state import BrokerEpoch, LeaderEpoch, PartitionEpoch
 from headwater_broker.controller_requests import SHUTDOWN_PATH
-from headwater_broker.replication.fetcher import FETCH_PATH, answer_fetch
+from headwater_broker.replication.fetcher import FETCH_PATH
+from headwater_broker.replication.leader import answer_fetch
 from headwater_broker.replication.wire import MEDIA_TYPE
 from headwater_kernel.body import JSONBody
 from headwater_kernel.errors import error_response

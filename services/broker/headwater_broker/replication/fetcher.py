@@ -8,15 +8,14 @@ removing a partition interrupts a request in flight, so a new follower starts co
 
 Failures never stop the loop: a leader that does not answer or answers with an error status is
 tried again after a back-off (the metadata moves the partition to another leader meanwhile, and
-the replica manager moves it to that leader's fetcher); a partition whose answer says one side's
+the metadata applier moves it to that leader's fetcher); a partition whose answer says one side's
 view is stale (fenced or unknown epoch, not leader yet) is asked again after a back-off, until
-the replica manager hands it a new :class:`FollowerPartition`; one this broker cannot store
+the metadata applier hands it a new :class:`FollowerPartition`; one this broker cannot store
 (a storage error, a refused batch) is paused until then. A write that failed on the disk (full
 or broken) is also reported through ``on_disk_failure``, with which the broker takes its data
 directory offline, as a leader's failed append does.
 
-:func:`answer_fetch` is the leader's side of the same route, without a web framework: request
-bytes in, answer chunks out.
+The leader's side of the route is ``leader.py`` (:func:`~.leader.answer_fetch`).
 """
 
 from __future__ import annotations
@@ -27,19 +26,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
+from headwater.errors import HeadwaterError
 from headwater_broker.log.partition import is_disk_failure
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
-from headwater_broker.replication.leader import PartitionLeader, serve_fetch
 from headwater_broker.replication.link import LeaderLink, LinkError
 from headwater_broker.replication.wire import (
     MEDIA_TYPE,
-    FetchPartition,
     MalformedFetchResponseError,
     PartitionResult,
     ReplicaFetchRequest,
     decode_response,
-    encode_response,
 )
 from headwater_kernel.tasks import cancel_and_wait
 
@@ -47,32 +43,6 @@ log = logging.getLogger("headwater.broker.replication")
 
 FETCH_PATH = "/replication/fetch"
 PartitionKey = tuple[str, int]
-
-
-async def answer_fetch(
-    body: bytes,
-    leader_for: Callable[[str, int], PartitionLeader | None],
-    leader_hint: Callable[[str, int], NotLeaderOrFollowerError],
-    now_ms: Callable[[], int],
-) -> list[bytes | memoryview]:
-    """The leader's answer to a ``POST /replication/fetch`` body, as chunks to send.
-
-    Raises MalformedRequestError (400) for a bad body; every per-partition problem is in the
-    answer's table. ``leader_hint`` makes the 42101 of a partition this broker does not lead.
-    """
-    request = ReplicaFetchRequest.from_json(body)
-
-    def not_leader(entry: FetchPartition) -> PartitionResult:
-        error = leader_hint(entry.topic, entry.partition)
-        return PartitionResult(
-            entry.topic,
-            entry.partition,
-            error.error_code,
-            error.message,
-            leader_epoch=error.leader_epoch,
-        )
-
-    return encode_response(await serve_fetch(request, leader_for, not_leader, now_ms))
 
 
 @dataclass
@@ -224,7 +194,7 @@ class ReplicaFetcher:
 
     def _stop_copying(self, followed: _Followed, key: PartitionKey, exc: HeadwaterError) -> None:
         """A storage error or a refused batch: this replica stops copying the partition until
-        the replica manager sets it up again."""
+        the metadata applier sets it up again."""
         log.error("replicating %s-%d failed: %s", key[0], key[1], exc)
         followed.paused = True
         if is_disk_failure(exc) and self.on_disk_failure is not None:
@@ -261,7 +231,7 @@ class ReplicaFetcher:
                 continue
             if outcome.needs_metadata or outcome.retry:
                 # Either side's metadata may be behind (a leader that has not taken the
-                # partition yet answers 42101): ask again after a back-off; the replica manager
+                # partition yet answers 42101): ask again after a back-off; the metadata applier
                 # replaces this follower state when this broker's view changes.
                 followed.retry_at = loop_now + self.backoff_s
             if self.on_outcome is not None:

@@ -1,8 +1,8 @@
 """The leader's side of replication for one partition: fetches, in-sync set, high watermark.
 
 A :class:`PartitionLeader` exists while this broker leads a partition in one leader epoch; a new
-epoch (or losing leadership) retires it (:meth:`PartitionLeader.resign`) and the replica manager
-makes another. It answers follower fetches (:meth:`handle_fetch`; :func:`serve_fetch` for a
+epoch (or losing leadership) retires it (:meth:`PartitionLeader.resign`) and the broker's roles
+make another. It answers follower fetches (:meth:`handle_fetch`; :func:`serve_fetch` for a
 whole long-polling request), keeps each follower's fetch state, computes the high watermark and
 proposes in-sync set changes as data (:meth:`isr_proposal`: the controller's own
 ``IsrProposal``, for the cluster layer to send to ``POST /cluster/controller/isr``). Rules,
@@ -52,6 +52,7 @@ from headwater_broker.replication.wire import (
     FetchPartition,
     PartitionResult,
     ReplicaFetchRequest,
+    encode_response,
 )
 
 log = logging.getLogger("headwater.broker.replication")
@@ -481,3 +482,29 @@ async def serve_fetch(
     else:
         await asyncio.sleep(request.max_wait_ms / 1000)
     return one_pass()[0]
+
+
+async def answer_fetch(
+    body: bytes,
+    leader_for: Callable[[str, int], PartitionLeader | None],
+    leader_hint: Callable[[str, int], NotLeaderOrFollowerError],
+    now_ms: Callable[[], int],
+) -> list[bytes | memoryview]:
+    """The leader's answer to a ``POST /replication/fetch`` body, as chunks to send.
+
+    Raises MalformedRequestError (400) for a bad body; every per-partition problem is in the
+    answer's table. ``leader_hint`` makes the 42101 of a partition this broker does not lead.
+    """
+    request = ReplicaFetchRequest.from_json(body)
+
+    def not_leader(entry: FetchPartition) -> PartitionResult:
+        error = leader_hint(entry.topic, entry.partition)
+        return PartitionResult(
+            entry.topic,
+            entry.partition,
+            error.error_code,
+            error.message,
+            leader_epoch=error.leader_epoch,
+        )
+
+    return encode_response(await serve_fetch(request, leader_for, not_leader, now_ms))
