@@ -59,7 +59,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from headwater.errors import ServiceUnavailableError
+from headwater.errors import ServiceUnavailableError, StorageError
 from headwater.types import BrokerId
 from headwater_broker import catalog, idempotency, metrics
 from headwater_broker.appends import Appends
@@ -67,7 +67,7 @@ from headwater_broker.cluster import producer_ids
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.controller_requests import ControllerRequests
-from headwater_broker.log.partition import PartitionLog
+from headwater_broker.log.partition import PartitionLog, is_disk_failure
 from headwater_broker.partitions import PartitionRegistry, update_offset_metrics
 from headwater_broker.peers import Peers
 from headwater_broker.producer_registry import ProducerRegistry
@@ -244,10 +244,19 @@ class Broker:
                 log.exception("retention run failed")
 
     async def _fsync_loop(self) -> None:
+        """``BROKER_FSYNC=interval``: fdatasync every partition each interval. A failure takes
+        the storage offline exactly as a failed sync under ``always`` does (one I/O error
+        policy): the bytes written since the last sync may not be durable."""
         interval = self.settings.fsync_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            await asyncio.to_thread(_flush_all, self.all_partitions())
+            try:
+                await asyncio.to_thread(_flush_all, self.all_partitions())
+            except StorageError as exc:
+                if not is_disk_failure(exc):
+                    raise
+                self.node.take_storage_offline(exc.message)
+                return
 
     def all_partitions(self) -> list[PartitionLog]:
         return self.registry.logs()

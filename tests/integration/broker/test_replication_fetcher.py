@@ -14,14 +14,14 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from headwater.errors import HeadwaterError, NotLeaderOrFollowerError
+from headwater.errors import HeadwaterError, NotLeaderOrFollowerError, ServiceUnavailableError
 from headwater.records.batch import iter_batches
 from headwater.types import PartitionId
 from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.fetcher import FETCH_PATH, ReplicaFetcher
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader, answer_fetch
-from headwater_broker.replication.wire import MEDIA_TYPE
+from headwater_broker.replication.wire import MEDIA_TYPE, ReplicaFetchRequest
 from headwater_broker.topic_config import TopicConfig
 from tests.integration.broker.in_process import http_server
 from tests.unit.broker.replication_sim import NOW, log_bytes, log_values, values_batch
@@ -192,3 +192,28 @@ async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
     assert fetcher._task is not None
     assert not fetcher._task.done()
     await fetcher.stop()
+
+
+async def test_a_leader_error_reaches_the_follower_with_its_type() -> None:
+    """A leader that answers an error status (here 503 50301: it has not joined its cluster
+    yet) is reported to the follower as that typed, retriable error, not a bare 50001."""
+
+    async def refuse(request: Request) -> Response:
+        body = b'{"error_code": 50301, "message": "This broker has not joined its cluster yet"}'
+        return Response(body, status_code=503, media_type="application/json")
+
+    app = Starlette(routes=[Route(FETCH_PATH, refuse, methods=["POST"])])
+    async with http_server(app) as url:
+        fetcher = ReplicaFetcher(
+            broker_id=2, broker_epoch=lambda: 3, leader_id=1, leader_url=url, now_ms=lambda: NOW
+        )
+        request = ReplicaFetchRequest(
+            replica_id=2, broker_epoch=3, max_wait_ms=0, min_bytes=1, partitions=[]
+        )
+        try:
+            with pytest.raises(ServiceUnavailableError) as raised:
+                await fetcher._send(request)
+            assert raised.value.error_code == 50301
+            assert "not joined" in raised.value.message
+        finally:
+            await fetcher.stop()

@@ -102,3 +102,16 @@ async def test_other_methods_on_the_path_go_to_the_router(tmp_path: Path) -> Non
         answer = await client.get(FETCH_PATH)
         assert answer.status_code == 404  # no REST route serves the path
         assert orjson.loads(answer.content) == {"error_code": 404, "message": "Not Found"}
+
+
+async def test_a_fetch_before_the_broker_joined_is_a_retriable_503(tmp_path: Path) -> None:
+    """Not joined yet is the leader's passing state, not the follower's mistake: 503 50301 with
+    Retry-After (it was 400 once), so the follower backs off and asks again."""
+    app = create_app(BrokerSettings(data_dir=str(tmp_path)))  # no lifespan: never started
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://broker") as client:
+        request = ReplicaFetchRequest(1, 1, [FetchPartition(unique("t"), 0, 0, 0, -1)])
+        answer = await client.post(FETCH_PATH, content=request.to_json())
+    assert answer.status_code == 503
+    assert orjson.loads(answer.content)["error_code"] == 50301
+    assert answer.headers["retry-after"] == "1"

@@ -1,4 +1,5 @@
-"""Broker.produce over typed records: partition choice, request order, checks before decoding.
+"""The broker core over typed records: partition choice, request order, checks before decoding,
+and the I/O error policy of the interval fsync.
 
 Each test runs a one-broker cluster on a SQLite file in ``tmp_path`` (no sockets).
 """
@@ -6,6 +7,7 @@ Each test runs a one-broker cluster on a SQLite file in ``tmp_path`` (no sockets
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -156,3 +158,40 @@ def test_min_insync_replicas_defaults_to_the_broker_setting_capped_at_the_replic
 def test_an_empty_rack_is_no_rack() -> None:
     assert BrokerSettings(rack="").rack is None
     assert BrokerSettings(rack="zone-a").rack == "zone-a"
+
+
+def test_a_failed_fsync_under_interval_takes_the_storage_offline(tmp_path: Path) -> None:
+    """One I/O error policy: under ``BROKER_FSYNC=interval`` a failed fdatasync is a failed disk,
+    as under ``always`` -- the broker takes its data directory offline (and stops heartbeating,
+    so its leaderships move), rather than swallowing the error and acknowledging on."""
+
+    async def main() -> None:
+        settings = BrokerSettings(data_dir=str(tmp_path), fsync="interval", fsync_interval_ms=50)
+        broker = Broker(settings)
+        broker.open()
+        await broker.start()
+        try:
+            await broker.admin.create_topic("orders", 1)
+            await broker.appends.produce("orders", 0, Records(record(None, b"v")))
+            segment = broker.routing.served_log("orders", 0).active
+            # A pipe's descriptor in place of the segment file's: fdatasync fails (EINVAL).
+            read_end, write_end = os.pipe()
+            good, segment._fd = segment._fd, write_end
+            segment.dirty = True
+            try:
+                for _ in range(100):
+                    if broker.node.storage_offline:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                segment._fd = good
+                os.close(read_end)
+                os.close(write_end)
+            assert broker.node.storage_offline
+            ready, details = broker.ready()
+            assert not ready
+            assert details["storage_offline"] is True
+        finally:
+            await broker.close()
+
+    asyncio.run(main())

@@ -80,7 +80,10 @@ class ReplicaFetchPath:
                 body, broker.registry.leader, broker.routing.replica_fetch_hint, broker.now_ms
             )
         except HeadwaterError as exc:
-            await error_response(exc)(scope, receive, send)
+            response = error_response(exc)
+            if exc.http_status == 503:
+                response.headers["Retry-After"] = str(models.RETRY_AFTER_S)
+            await response(scope, receive, send)
             return
         await send(
             {

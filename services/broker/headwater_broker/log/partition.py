@@ -742,9 +742,18 @@ class PartitionLog:
         self._recover_producers()
 
     def flush(self) -> None:
-        """fdatasync the active segment (interval policy; closed segments were synced on roll)."""
-        with contextlib.suppress(OSError):
-            self.active.flush()
+        """fdatasync the active segment (interval policy; closed segments were synced on roll).
+
+        A failed fdatasync is a failed disk whichever policy found it: StorageError caused by
+        the OSError (``is_disk_failure``), as under ``always``. A closed log has nothing to sync.
+        """
+        if self.closed:
+            return
+        segment = self.active
+        try:
+            segment.flush()
+        except OSError as exc:
+            raise StorageError(f"fsync of {segment.log_path}: {exc}") from exc
 
     # --- reading -----------------------------------------------------------------------------
 

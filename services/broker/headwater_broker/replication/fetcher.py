@@ -26,7 +26,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from headwater.errors import HeadwaterError
+import orjson
+
+from headwater.errors import BROKER, HeadwaterError
 from headwater_broker.log.partition import is_disk_failure
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.link import LeaderLink, LinkError
@@ -210,8 +212,13 @@ class ReplicaFetcher:
             timeout_s=timeout,
         )
         if status != 200:
-            text = body[:300].decode("utf-8", "replace")
-            raise HeadwaterError(f"HTTP {status}: {text}")
+            # The leader's error with its type and code (a 503 while it joins, a 400 for a
+            # request it cannot read), not a bare one.
+            try:
+                parsed: object = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                parsed = body[:300].decode("utf-8", "replace")
+            raise BROKER.from_body(status, parsed)
         return decode_response(body)
 
     async def _apply(
