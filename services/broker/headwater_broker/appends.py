@@ -35,7 +35,8 @@ from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, Produc
 from headwater_broker import idempotency, metrics
 from headwater_broker.cluster import producer_ids
 from headwater_broker.cluster.node import ClusterNode
-from headwater_broker.log.partition import AppendResult, is_disk_failure
+from headwater_broker.log.local_log import is_disk_failure
+from headwater_broker.log.partition import AppendResult
 from headwater_broker.partitions import update_offset_metrics
 from headwater_broker.peers import Peers
 from headwater_broker.producer_registry import ProducerRegistry

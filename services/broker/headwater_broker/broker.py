@@ -67,7 +67,8 @@ from headwater_broker.cluster import producer_ids
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.controller_requests import ControllerRequests
-from headwater_broker.log.partition import PartitionLog, is_disk_failure
+from headwater_broker.log.local_log import is_disk_failure
+from headwater_broker.log.partition import PartitionLog
 from headwater_broker.partitions import PartitionRegistry, update_offset_metrics
 from headwater_broker.peers import Peers
 from headwater_broker.producer_registry import ProducerRegistry

@@ -36,7 +36,8 @@ from headwater.types import BrokerId
 from headwater_broker.cluster import producer_ids
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.node import ClusterNode
-from headwater_broker.log.partition import PartitionLog, fsync_directory
+from headwater_broker.log.local_log import fsync_directory
+from headwater_broker.log.partition import PartitionLog
 from headwater_broker.peers import Peers
 from headwater_broker.settings import BrokerSettings
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from headwater.records.batch import BatchHeader
 
 log = logging.getLogger("headwater.broker.leader_epoch")
 
@@ -268,3 +271,41 @@ class LeaderEpochCache:
         self._starts.clear()
         if flush:
             self.flush()
+
+    @classmethod
+    def recover(
+        cls,
+        directory: Path,
+        *,
+        sync: bool,
+        closed_headers: Iterable[BatchHeader],
+        active_headers: list[BatchHeader],
+        log_start: int,
+        log_end: int,
+    ) -> LeaderEpochCache:
+        """The checkpoint as of a log recovered from a crash: loaded (rebuilt from the closed
+        segments' ``closed_headers`` if it is damaged), cut to the log's bounds, and completed
+        with the active segment's newer epochs; written back if anything changed."""
+        epochs, trusted = cls.load(directory, sync=sync)
+        changed = False
+        if not trusted:
+            for header in closed_headers:
+                changed |= epochs.assign(
+                    header.partition_leader_epoch, header.base_offset, flush=False
+                )
+            changed = True
+        # Entries past the recovered end describe batches the crash cut off; the active
+        # segment's epochs may postdate the last checkpoint write (a crash). As Kafka's segment
+        # recovery, only an epoch newer than the latest known is assigned: assigning an older
+        # one would remove every entry from that epoch on, so a checkpoint [(1, 0), (2, 6)]
+        # over an active segment starting with an epoch-1 batch at 5 became [(1, 5)].
+        changed |= epochs.truncate_from_end(log_end, flush=False)
+        for header in active_headers:
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                changed |= epochs.assign(
+                    header.partition_leader_epoch, header.base_offset, flush=False
+                )
+        changed |= epochs.truncate_from_start(log_start, flush=False)
+        if changed:
+            epochs.flush()
+        return epochs

@@ -1,9 +1,12 @@
-"""One partition's log: ordered segments, offset assignment, reads, retention and recovery.
+"""One partition replica: offset assignment, the high watermark, leader epochs and producer state
+over its local log.
 
-Offsets start at 0, only grow and are never reused: the active (last) segment is never deleted
--- when retention expires everything, a new empty active segment is rolled at the log end offset
-first -- and its file name carries that offset across restarts. The log start offset (first
-readable offset) is checkpointed in ``log-start-offset``. Layout of the directory: see segment.py.
+The segments themselves -- recovery, reads, rolling, truncation and retention on disk -- are the
+local log's (``local_log.py``, as Kafka's ``LocalLog`` under ``UnifiedLog``); this module keeps
+the state above them and the rules that tie the two: producer sequences judged before a write,
+epochs recorded as batches land, group commit under ``BROKER_FSYNC=always``, and after any cut
+the epochs and producer state rebuilt from what remains. Offsets start at 0, only grow and are
+never reused.
 
 Replication (docs/cluster.md, "Replication"). Three ends are kept apart:
 
@@ -28,13 +31,9 @@ threading policy in ``headwater_broker.broker``.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
-import itertools
 import logging
-import os
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -47,25 +46,26 @@ from headwater.errors import (
     TopicNotFoundError,
 )
 from headwater.records.batch import (
-    HEADER_SIZE,
     BatchHeader,
     Buffer,
-    decode_batch,
     iter_batches,
-    parse_header,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
 from headwater.types import Offset, PartitionId, TimestampMs
 from headwater_broker.log.leader_epoch import LeaderEpochCache
+from headwater_broker.log.local_log import LocalLog
+from headwater_broker.log.offset_file import read_offset, write_offset
 from headwater_broker.log.producer_state import (
     ProducerEntry,
     ProducerStateTable,
     StoredBatch,
-    snapshot_offsets,
+    prune_snapshots,
+    recover_producers,
 )
 from headwater_broker.log.segment import Segment, WrittenBatch
+from headwater_broker.log.signal import Signal
 from headwater_broker.topic_config import TopicConfig
 
 log = logging.getLogger("headwater.broker.partition")
@@ -73,7 +73,6 @@ log = logging.getLogger("headwater.broker.partition")
 FsyncPolicy = Literal["always", "interval", "never"]
 """When appended bytes are fdatasynced: before the append is answered (and readable), every
 ``BROKER_FSYNC_INTERVAL_MS`` in the background, or only when a segment rolls or closes."""
-LOG_START_FILE = "log-start-offset"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 _MAX_IOV = 512  # stay well below IOV_MAX (1024) for one pwritev
 
@@ -99,57 +98,62 @@ class FetchData:
     log_start_offset: Offset
 
 
-def fsync_directory(path: Path) -> None:
-    """Make file creations, renames and deletions in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def is_disk_failure(error: BaseException) -> bool:
-    """Whether ``error`` is a write to the data directory that failed (a full or broken disk:
-    a StorageError caused by an OSError), rather than, say, a log closed under a request."""
-    return isinstance(error, StorageError) and isinstance(error.__cause__, OSError)
-
-
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
 class PartitionLog:
-    """The segmented log of one topic partition."""
+    """One topic partition's replica: its local log and the state above it."""
 
-    def __init__(
-        self,
-        directory: Path,
-        topic: str,
-        partition: PartitionId,
-        config: TopicConfig,
-        fsync: FsyncPolicy,
-    ) -> None:
-        self.directory = directory
-        self.topic = topic
-        self.partition = partition
-        self.config = config
+    def __init__(self, local: LocalLog, fsync: FsyncPolicy) -> None:
+        self.local = local
+        self.topic = local.topic
+        self.partition = local.partition
         self.fsync = fsync
-        self.segments: list[Segment] = []
-        self._bases: list[int] = []
-        self.log_start_offset = Offset(0)
-        self.log_end_offset = Offset(0)  # next offset to assign (written, maybe not yet synced)
         self.local_end_offset = Offset(0)  # this replica's end for the high watermark
         self.high_watermark = Offset(0)  # next offset readers may see
         self.replicated = False  # the high watermark is moved by replication, not by appends
-        self.epochs = LeaderEpochCache(directory, sync=fsync != "never")
+        self.epochs = LeaderEpochCache(local.directory, sync=fsync != "never")
         self.producers = ProducerStateTable()
         self.lock = asyncio.Lock()
-        self._waiter: asyncio.Future[None] | None = None  # woken when the high watermark moves
-        self._end_waiter: asyncio.Future[None] | None = None  # ... when the log end moves
+        self._hw_moved = Signal()  # long-polling fetches wait for the high watermark to move
+        self._end_moved = Signal()  # follower fetches at the leader, for the log end
         self._checkpointed_hw = -1
         self._sync_task: asyncio.Task[None] | None = None
         self.closed = False
         self.deleted = False
+        local.on_roll = self._snapshot_producers
+
+    # --- the local log's facts ---------------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return self.local.directory
+
+    @property
+    def config(self) -> TopicConfig:
+        return self.local.config
+
+    @config.setter
+    def config(self, config: TopicConfig) -> None:
+        self.local.config = config
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.local.segments
+
+    @property
+    def active(self) -> Segment:
+        return self.local.active
+
+    @property
+    def log_start_offset(self) -> Offset:
+        return self.local.log_start_offset
+
+    @property
+    def log_end_offset(self) -> Offset:
+        """The next offset to assign (every batch below it is written, maybe not yet synced)."""
+        return self.local.log_end_offset
 
     # --- opening and recovery ----------------------------------------------------------------
 
@@ -168,159 +172,63 @@ class PartitionLog:
 
         ``replicated``: start from the checkpointed high watermark instead of the log end.
         """
-        plog = cls(directory, topic, partition, config, fsync)
-        directory.mkdir(parents=True, exist_ok=True)
-        for stale in directory.glob("*.tmp"):
-            stale.unlink(missing_ok=True)
-        checkpoint = plog._read_log_start()
-        bases = sorted(
-            int(p.name[:20])
-            for p in directory.glob("*.log")
-            if len(p.name) == 24 and p.name[:20].isdigit()
+        local, active_headers = LocalLog.open(
+            directory, topic, partition, config, sync=fsync != "never"
         )
-        if not bases:
-            bases = [checkpoint]
-        for i, (base, next_base) in enumerate(itertools.pairwise(bases)):
-            closed = Segment.open_closed(directory, base, next_base, config.index_interval_bytes)
-            if closed is None:
-                plog._drop_segments_after(bases[i:])
-                bases = bases[: i + 1]
-                break
-            plog.segments.append(closed)
-        # A new first segment's name is made durable by the leader-epoch checkpoint's first
-        # write (rename, then fsync of this directory), which precedes the first append.
-        active, active_headers = Segment.recover_active(
-            directory, bases[-1], config.index_interval_bytes
-        )
-        plog.segments.append(active)
-        plog._bases = [s.base_offset for s in plog.segments]
-        plog.log_end_offset = plog.local_end_offset = Offset(active.next_offset)
-        plog.high_watermark = plog.log_end_offset
-        plog.log_start_offset = Offset(
-            min(max(checkpoint, plog.segments[0].base_offset), plog.log_end_offset)
-        )
+        plog = cls(local, fsync)
+        plog.local_end_offset = plog.high_watermark = local.log_end_offset
         plog._recover_epochs(active_headers)
         plog._recover_producers(active_headers)
         plog.replicated = replicated
         if replicated:
             plog.high_watermark = Offset(
-                max(plog.log_start_offset, min(plog._read_high_watermark(), plog.log_end_offset))
+                max(
+                    plog.log_start_offset,
+                    min(read_offset(directory / HIGH_WATERMARK_FILE), plog.log_end_offset),
+                )
             )
         return plog
 
-    def _drop_segments_after(self, bases: list[int]) -> None:
-        """Delete the segments newer than ``bases[0]``, whose segment lost its tail: the log is
-        cut where the tail was lost (the first segment is recovered as the active one)."""
-        for base in reversed(bases[1:]):  # newest first: a crash part-way leaves a prefix
-            Segment(self.directory, base).delete()
-        fsync_directory(self.directory)
-        log.warning(
-            "%s-%d: segment %d lost its tail; recovering it as the active segment and "
-            "dropping the %d newer segments from offset %d on",
-            self.topic,
-            self.partition,
-            bases[0],
-            len(bases) - 1,
-            bases[1],
-            extra={"dropped_segments": len(bases) - 1},
-        )
-
     def _recover_epochs(self, active_headers: list[BatchHeader]) -> None:
-        """Load the leader-epoch checkpoint, rebuilt from batch headers if it is damaged."""
-        epochs, trusted = LeaderEpochCache.load(self.directory, sync=self.fsync != "never")
-        changed = False
-        if not trusted:
-            for segment in self.segments[:-1]:
-                for _pos, header in segment.headers():
-                    changed |= epochs.assign(
-                        header.partition_leader_epoch, header.base_offset, flush=False
-                    )
-            changed = True
-        # Entries past the recovered end describe batches the crash cut off; the active
-        # segment's epochs may postdate the last checkpoint write (a crash). As Kafka's segment
-        # recovery, only an epoch newer than the latest known is assigned: assigning an older
-        # one would remove every entry from that epoch on, so a checkpoint [(1, 0), (2, 6)]
-        # over an active segment starting with an epoch-1 batch at 5 became [(1, 5)].
-        changed |= epochs.truncate_from_end(self.log_end_offset, flush=False)
-        for header in active_headers:
-            if header.partition_leader_epoch > epochs.latest_epoch:
-                changed |= epochs.assign(
-                    header.partition_leader_epoch, header.base_offset, flush=False
-                )
-        changed |= epochs.truncate_from_start(self.log_start_offset, flush=False)
-        self.epochs = epochs
-        if changed:
-            epochs.flush()
+        self.epochs = LeaderEpochCache.recover(
+            self.directory,
+            sync=self.fsync != "never",
+            closed_headers=self.local.headers(closed_only=True),
+            active_headers=active_headers,
+            log_start=self.log_start_offset,
+            log_end=self.log_end_offset,
+        )
 
     def _recover_producers(self, active_headers: list[BatchHeader] | None = None) -> None:
         """Producer state as of the log end: newest usable snapshot, then the headers after it."""
-        self.producers = ProducerStateTable()
-        if active_headers is None:
-            active_headers = [h for _pos, h in self.active.headers()]
-        end = self.log_end_offset
-        offsets = snapshot_offsets(self.directory)
-        start = -1
-        for offset in reversed(offsets):
-            path = self.directory / f"{offset:020d}.snapshot"
-            if offset > end:
-                path.unlink(missing_ok=True)  # describes batches a crash cut off
-                continue
-            if start < 0:
-                loaded = ProducerStateTable.load_snapshot(path)
-                if loaded is not None:
-                    self.producers, start = loaded
-        start = max(start, 0)
-        for segment in self.segments[:-1]:
-            if segment.next_offset > start:
-                self.producers.replay(h for _pos, h in segment.headers() if h.base_offset >= start)
-        self.producers.replay(h for h in active_headers if h.base_offset >= start)
+        active = active_headers
+        if active is None:
+            active = [h for _pos, h in self.active.headers()]
 
-    def _read_high_watermark(self) -> int:
-        try:
-            return int((self.directory / HIGH_WATERMARK_FILE).read_text().strip())
-        except (OSError, ValueError):
-            return 0
+        def headers_from(start: int) -> Iterator[BatchHeader]:
+            yield from self.local.headers(start, closed_only=True)
+            yield from (h for h in active if h.base_offset >= start)
+
+        self.producers = recover_producers(self.directory, self.log_end_offset, headers_from)
+
+    def _snapshot_producers(self, end: Offset) -> None:
+        """Write producer state at ``end`` (a segment rolls there), keep the newest two."""
+        self.producers.write_snapshot(self.directory, end, sync=self.fsync != "never")
+        prune_snapshots(self.directory)
 
     def checkpoint_high_watermark(self) -> bool:
         """Write the high watermark to ``replication-offset-checkpoint`` if it moved; True if so.
 
-        Atomic (temporary file, rename); fsynced unless the fsync policy is ``never``. A crash
-        loses at most the movement since the last checkpoint: the high watermark only restarts
-        lower, never higher than what replicas hold.
+        Atomic; fsynced unless the fsync policy is ``never``. A crash loses at most the
+        movement since the last checkpoint: the high watermark only restarts lower, never
+        higher than what replicas hold.
         """
         hw = self.high_watermark
         if hw == self._checkpointed_hw or not self.directory.exists():
             return False
-        path = self.directory / HIGH_WATERMARK_FILE
-        tmp = path.with_name(HIGH_WATERMARK_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{hw}\n")
-            if self.fsync != "never":
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_offset(self.directory / HIGH_WATERMARK_FILE, hw, sync=self.fsync != "never")
         self._checkpointed_hw = hw
         return True
-
-    def _read_log_start(self) -> int:
-        try:
-            return int((self.directory / LOG_START_FILE).read_text().strip())
-        except (OSError, ValueError):
-            return 0
-
-    def _write_log_start(self) -> None:
-        path = self.directory / LOG_START_FILE
-        tmp = path.with_name(LOG_START_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{self.log_start_offset}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(self.directory)
-
-    @property
-    def active(self) -> Segment:
-        return self.segments[-1]
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -501,12 +409,9 @@ class PartitionLog:
         """
         if not follower and not isinstance(buf, bytearray):
             raise TypeError("a leader's append stamps its batches: pass a bytearray")
-        config = self.config
+        config, local = self.config, self.local
         view = memoryview(buf)
-        if self.active.size and now_ms - self.active.created_ms > config.segment_ms:
-            self._roll(now_ms)
-        if not self.active.size:
-            self.active.created_ms = now_ms  # segment.ms counts from the first append
+        local.roll_if_old(now_ms)
         chunks: list[memoryview] = []
         accounted: list[WrittenBatch] = []
         pending: dict[int, ProducerEntry] = {}
@@ -515,17 +420,13 @@ class PartitionLog:
         for i, base, max_ts in writes:
             pos, header = batches[i]
             size = header.size
-            segment = self.active
-            if (segment.size or run_bytes) and (
-                segment.size + run_bytes + size > config.segment_bytes
-                or segment.is_index_full(config.segment_index_bytes)
-            ):
+            if local.is_full_for(run_bytes, size):
                 if chunk_end > chunk_start:
                     chunks.append(view[chunk_start:chunk_end])
                 self._flush_run(chunks, accounted, pending)
                 chunks, accounted, run_bytes = [], [], 0
                 chunk_start = chunk_end = -1
-                self._roll(now_ms)
+                local.roll(now_ms)
             if follower:
                 self._assign_epoch(header.partition_leader_epoch, base)
             elif isinstance(buf, bytearray):  # always, checked above
@@ -565,42 +466,13 @@ class PartitionLog:
     ) -> None:
         if not chunks:
             return
-        self.active.append(chunks, accounted, self.config.index_interval_bytes)
-        self.log_end_offset = Offset(self.active.next_offset)
-        self._wake_end_waiters()
+        self.local.write(chunks, accounted)
+        self._end_moved.fire()
         # Batches now in the file are part of the log whatever happens next: commit their state.
         self.producers.commit(pending)
         pending.clear()
         if self.fsync != "always":
             self._publish(self.log_end_offset)
-
-    def _roll(self, now_ms: int) -> None:
-        """Close the active segment and start a new one at the log end offset.
-
-        A failed write (a full disk) is a ``StorageError`` (50003), never a bare ``OSError``
-        answered as an internal error; the active segment stays as it was.
-        """
-        old = self.active
-        sync = self.fsync != "never"
-        try:
-            old.flush()
-            old.write_indexes()
-            self.producers.write_snapshot(self.directory, self.log_end_offset, sync=sync)
-            self._prune_snapshots()
-            segment = Segment.create(self.directory, self.log_end_offset)
-        except OSError as exc:
-            raise StorageError(
-                f"rolling a segment of {self.topic}-{self.partition}: {exc}"
-            ) from exc
-        segment.created_ms = now_ms
-        self.segments.append(segment)
-        self._bases.append(segment.base_offset)
-        if sync:
-            fsync_directory(self.directory)
-
-    def _prune_snapshots(self, keep: int = 2) -> None:
-        for offset in snapshot_offsets(self.directory)[:-keep]:
-            (self.directory / f"{offset:020d}.snapshot").unlink(missing_ok=True)
 
     def _publish(self, offset: int) -> None:
         """Count offsets below ``offset`` as this replica's; unreplicated, make them readable."""
@@ -613,14 +485,7 @@ class PartitionLog:
         if offset <= self.high_watermark:
             return
         self.high_watermark = Offset(offset)
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _wake_end_waiters(self) -> None:
-        waiter, self._end_waiter = self._end_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._hw_moved.fire()
 
     # --- replication: high watermark and truncation ------------------------------------------
 
@@ -695,18 +560,7 @@ class PartitionLog:
 
     def _truncate(self, offset: int) -> None:
         before = self.log_end_offset
-        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        # Newest first: a crash part-way leaves a shorter but gapless log.
-        for segment in reversed(self.segments[i + 1 :]):
-            segment.delete()
-        keep = self.segments[i]
-        found = keep.find(offset)
-        if found is not None:
-            keep.truncate(found[0], self.config.index_interval_bytes)
-        self.segments = self.segments[: i + 1]
-        self._bases = self._bases[: i + 1]
-        fsync_directory(self.directory)
-        self._after_cut(Offset(keep.next_offset))
+        self._after_cut(self.local.truncate(offset))
         log.warning(
             "truncated %s-%d from log end %d to %d",
             self.topic,
@@ -717,24 +571,16 @@ class PartitionLog:
         )
 
     def _restart_at(self, offset: int) -> None:
-        for segment in reversed(self.segments):
-            segment.delete()
-        for snapshot in snapshot_offsets(self.directory):
-            (self.directory / f"{snapshot:020d}.snapshot").unlink(missing_ok=True)
-        segment = Segment.create(self.directory, offset)
-        self.segments = [segment]
-        self._bases = [offset]
-        self.log_start_offset = Offset(offset)
-        self._write_log_start()
+        self.local.restart_at(offset)
+        prune_snapshots(self.directory, keep=0)
         self.epochs.clear()
-        self.log_end_offset = self.local_end_offset = Offset(offset)
+        self.local_end_offset = Offset(offset)
         self.high_watermark = Offset(offset)
         self.producers = ProducerStateTable()
         self.checkpoint_high_watermark()
         log.warning("restarted %s-%d empty at offset %d", self.topic, self.partition, offset)
 
     def _after_cut(self, end: Offset) -> None:
-        self.log_end_offset = end
         self.local_end_offset = Offset(min(self.local_end_offset, end))
         if self.high_watermark > end:
             self.high_watermark = end
@@ -747,13 +593,8 @@ class PartitionLog:
         A failed fdatasync is a failed disk whichever policy found it: StorageError caused by
         the OSError (``is_disk_failure``), as under ``always``. A closed log has nothing to sync.
         """
-        if self.closed:
-            return
-        segment = self.active
-        try:
-            segment.flush()
-        except OSError as exc:
-            raise StorageError(f"fsync of {segment.log_path}: {exc}") from exc
+        if not self.closed:
+            self.local.flush()
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -783,138 +624,54 @@ class PartitionLog:
         """
         self.check_offset(offset, upper_bound)
         hw = self.high_watermark
-        empty = FetchData(b"", 0, Offset(offset), hw, self.log_start_offset)
-        if upper_bound is not None:
-            hw = Offset(upper_bound)
-        if offset >= hw:
-            return empty
-        i = bisect.bisect_right(self._bases, offset) - 1
-        for segment in self.segments[max(i, 0) :]:
-            found = segment.find(offset)
-            if found is None:
-                continue
-            position, _header = found
-            data = segment.read(position, max(min(max_bytes, segment.size - position), HEADER_SIZE))
-            pos = records = 0
-            next_offset = offset
-            while pos + HEADER_SIZE <= len(data):
-                header = parse_header(data, pos)
-                if header.base_offset >= hw:
-                    break
-                if pos + header.size > len(data):
-                    if pos == 0:  # the first batch alone is larger than max_bytes: send it whole
-                        data = segment.read(position, header.size)
-                        pos = header.size
-                        records = header.records_count
-                        next_offset = header.last_offset + 1
-                    break
-                pos += header.size
-                records += header.records_count
-                next_offset = header.last_offset + 1
-            if pos == 0:
-                return empty
-            return FetchData(
-                data if pos == len(data) else data[:pos],
-                records,
-                Offset(next_offset),
-                hw,
-                self.log_start_offset,
-            )
-        return empty
+        below = hw if upper_bound is None else Offset(upper_bound)
+        if offset >= below:
+            return FetchData(b"", 0, Offset(offset), hw, self.log_start_offset)
+        data, records, next_offset = self.local.read(offset, max_bytes, below)
+        if not data:
+            return FetchData(b"", 0, Offset(offset), hw, self.log_start_offset)
+        return FetchData(data, records, next_offset, below, self.log_start_offset)
 
     async def wait_for_data(self, offset: int, timeout_s: float) -> None:
         """Return when the high watermark passes ``offset`` or after ``timeout_s``."""
         if offset < self.high_watermark or timeout_s <= 0 or self.closed:
             return
-        if self._waiter is None or self._waiter.done():
-            self._waiter = asyncio.get_running_loop().create_future()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._waiter), timeout_s)
+        await self._hw_moved.wait(timeout_s)
 
     def wake_waiters(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        self._wake_end_waiters()
+        """Wake every long-poll now (a role change, a close: they look again)."""
+        self._hw_moved.fire()
+        self._end_moved.fire()
 
     def end_changed(self) -> asyncio.Future[None]:
         """A future completed when the log end offset next moves (or the log closes)."""
-        if self._end_waiter is None or self._end_waiter.done():
-            self._end_waiter = asyncio.get_running_loop().create_future()
-            if self.closed:
-                self._end_waiter.set_result(None)
-        return self._end_waiter
+        future = self._end_moved.future()
+        if self.closed:
+            self._end_moved.fire()
+        return future
 
     async def wait_for_end(self, offset: int, timeout_s: float) -> None:
         """Return when the log end offset passes ``offset`` or after ``timeout_s`` (followers)."""
         if offset < self.log_end_offset or timeout_s <= 0 or self.closed:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self.end_changed()), timeout_s)
+        await self._end_moved.wait(timeout_s)
 
     def lookup_timestamp(self, timestamp: int) -> tuple[Offset, TimestampMs] | None:
         """The earliest offset whose record timestamp is >= ``timestamp``, and that timestamp."""
-        hw = self.high_watermark
-        for segment in self.segments:
-            if segment.max_timestamp < timestamp or segment.base_offset >= hw:
-                continue
-            after = segment.time_index.lookup(timestamp)
-            start = max(after + 1, segment.base_offset)
-            found = segment.find(start)
-            if found is None:
-                continue
-            for position, header in segment.headers(found[0]):
-                if header.base_offset >= hw:
-                    return None
-                if header.max_timestamp < timestamp:
-                    continue
-                _h, records = decode_batch(segment.read(position, header.size))
-                for record in records:
-                    if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                        return Offset(record.offset), TimestampMs(record.timestamp)
-        return None
+        return self.local.lookup_timestamp(timestamp, self.high_watermark)
 
     # --- retention and lifecycle -------------------------------------------------------------
-
-    def _expired(self, now_ms: int) -> int:
-        """How many leading segments retention deletes now (the active one only if non-empty)."""
-        config = self.config
-        segments = [s for s in self.segments if s.size or s is not self.active]
-        count = 0
-        if config.retention_ms >= 0:
-            for segment in segments:
-                newest = segment.max_timestamp
-                if newest < 0:
-                    newest = int(os.stat(segment.log_path).st_mtime * 1000)
-                if now_ms - newest <= config.retention_ms:
-                    break
-                count += 1
-        if config.retention_bytes >= 0:
-            excess = sum(s.size for s in segments[count:]) - config.retention_bytes
-            for segment in segments[count:]:
-                if excess - segment.size < 0:
-                    break
-                excess -= segment.size
-                count += 1
-        return count
 
     async def enforce_retention(self, now_ms: int) -> int:
         """Delete whole segments past ``retention.ms`` / ``retention.bytes``; return how many."""
         async with self.lock:
             if self.closed:
                 return 0
-            count = self._expired(now_ms)
+            count = self.local.expired(now_ms)
             if count == 0:
                 return 0
-            if count >= len(self.segments):
-                self._roll(now_ms)  # never delete the active segment: keep the log end offset
-            doomed, self.segments = self.segments[:count], self.segments[count:]
-            self._bases = self._bases[count:]
-            self.log_start_offset = Offset(max(self.log_start_offset, self.segments[0].base_offset))
-            self._write_log_start()
+            self.local.delete_oldest(count, now_ms)
             self.epochs.truncate_from_start(self.log_start_offset)
-            for segment in doomed:
-                segment.delete()
             log.info(
                 "retention deleted %d segment(s) of %s-%d; log start offset now %d",
                 count,
@@ -930,15 +687,14 @@ class PartitionLog:
             return
         self.closed = True
         self.wake_waiters()
-        with contextlib.suppress(OSError):
-            self.active.flush()
-            self.active.write_indexes()
+
+        def persist_state() -> None:
             self.producers.write_snapshot(self.directory, self.log_end_offset, sync=True)
-            self._prune_snapshots()
+            prune_snapshots(self.directory)
             if self.replicated:
                 self.checkpoint_high_watermark()
-        for segment in self.segments:
-            segment.close()
+
+        self.local.close(persist_state)
 
     async def delete(self) -> Path | None:
         """Close the partition for good and move its directory aside (topic deletion).
@@ -950,11 +706,4 @@ class PartitionLog:
         async with self.lock:
             self.closed = self.deleted = True
             self.wake_waiters()
-            for segment in self.segments:
-                segment.close()
-            target = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}.deleted")
-            try:
-                self.directory.rename(target)
-            except FileNotFoundError:
-                return None
-            return target
+            return self.local.move_aside()

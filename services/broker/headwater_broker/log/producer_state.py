@@ -201,3 +201,34 @@ def snapshot_offsets(directory: Path) -> list[int]:
         if len(stem) == 20 and stem.isdigit():
             offsets.append(int(stem))
     return sorted(offsets)
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return directory / f"{offset:020d}.snapshot"
+
+
+def recover_producers(
+    directory: Path, log_end: int, headers_from: Callable[[int], Iterable[BatchHeader]]
+) -> ProducerStateTable:
+    """Producer state as of ``log_end``: the newest usable snapshot at or below it, then the
+    batch headers after it (``headers_from(offset)``: the log's headers from ``offset`` on).
+    Snapshots past the end describe batches a crash or a truncation cut off: they go."""
+    table, start = ProducerStateTable(), -1
+    for offset in reversed(snapshot_offsets(directory)):
+        path = snapshot_path(directory, offset)
+        if offset > log_end:
+            path.unlink(missing_ok=True)
+            continue
+        if start < 0:
+            loaded = ProducerStateTable.load_snapshot(path)
+            if loaded is not None:
+                table, start = loaded
+    table.replay(headers_from(max(start, 0)))
+    return table
+
+
+def prune_snapshots(directory: Path, keep: int = 2) -> None:
+    """Delete all but the newest ``keep`` snapshots (``keep=0``: all of them)."""
+    offsets = snapshot_offsets(directory)
+    for offset in offsets[: len(offsets) - keep]:
+        snapshot_path(directory, offset).unlink(missing_ok=True)

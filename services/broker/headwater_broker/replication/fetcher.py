@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import orjson
 
 from headwater.errors import BROKER, HeadwaterError
-from headwater_broker.log.partition import is_disk_failure
+from headwater_broker.log.local_log import is_disk_failure
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.link import LeaderLink, LinkError
 from headwater_broker.replication.wire import (
