@@ -31,8 +31,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from headwater.types import BrokerId
-from headwater_broker import metrics
-from headwater_broker.cluster import topic_configs
+from headwater_broker import metrics, topic_config
 from headwater_broker.cluster.image import MetadataEvent, MetadataImage
 from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.cluster.state import PartitionState
@@ -162,14 +161,14 @@ class Replicas:
         """
         topic = self.node.image.topic(topic_name)
         configs = {} if topic is None else topic.configs
-        configured = configs.get(topic_configs.MIN_INSYNC_REPLICAS)
+        configured = configs.get(topic_config.MIN_INSYNC_REPLICAS)
         if configured is None:
             min_isr = max(1, min(self.settings.min_insync_replicas, replica_count))
         else:
             min_isr = int(configured)
         lag = int(
             configs.get(
-                topic_configs.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
+                topic_config.REPLICA_LAG_TIME_MAX_MS, str(self.settings.replica_lag_time_max_ms)
             )
         )
         return min_isr, lag

@@ -1,8 +1,16 @@
-"""Topic names and per-topic configs: Kafka's validation rules, defaults and typed access."""
+"""Topic names and per-topic configs: Kafka's validation rules, defaults and typed access.
+
+Two kinds of config, one module: the storage configs (``RULES``: retention, segments, message
+size, timestamps), typed for the log as :class:`TopicConfig`; and the replication configs
+(``min.insync.replicas``, ``unclean.leader.election.enable``, ``replica.lag.time.max.ms``),
+which the controller and the leaders read. :func:`validate` checks both, as the controller
+accepts them.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,3 +136,71 @@ class TopicConfig:
 def effective_configs(overrides: dict[str, str]) -> dict[str, str]:
     """Every config with its value: the override where one was given, else the default."""
     return {key: overrides.get(key, rule.default) for key, rule in RULES.items()}
+
+
+# --- replication configs --------------------------------------------------------------------
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+REPLICA_LAG_TIME_MAX_MS = "replica.lag.time.max.ms"
+
+REPLICATION_DEFAULTS = {
+    MIN_INSYNC_REPLICAS: "1",
+    UNCLEAN_LEADER_ELECTION: "false",
+    # The broker's BROKER_REPLICA_LAG_TIME_MAX_MS applies when a topic sets none.
+}
+
+
+def _integer(key: str, raw: Any, minimum: int, maximum: int) -> str:
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise InvalidConfigError(f"Config '{key}' must be a string, got {type(raw).__name__}")
+    try:
+        number = int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(
+            f"Invalid value '{raw}' for config '{key}': expected an integer"
+        ) from None
+    if not minimum <= number <= maximum:
+        raise InvalidConfigError(
+            f"Invalid value {number} for config '{key}': must be between {minimum} and {maximum}"
+        )
+    return str(number)
+
+
+def _boolean(key: str, raw: Any) -> str:
+    value = str(raw).strip().lower() if isinstance(raw, str | bool) else None
+    if value not in ("true", "false"):
+        raise InvalidConfigError(f"Invalid value '{raw}' for config '{key}': must be true or false")
+    return value
+
+
+def validate(configs: Mapping[str, Any]) -> dict[str, str]:
+    """Overrides checked and normalized to strings; unknown keys are refused with the known ones."""
+    storage = {k: v for k, v in configs.items() if k not in _REPLICATION}
+    for key in storage:
+        if key not in RULES:
+            known = ", ".join(sorted([*RULES, *_REPLICATION]))
+            raise InvalidConfigError(f"Unknown topic config '{key}'; supported: {known}")
+    normalized = validate_configs(storage)
+    for key, raw in configs.items():
+        if key == MIN_INSYNC_REPLICAS:
+            normalized[key] = _integer(key, raw, 1, _INT_MAX)
+        elif key == REPLICA_LAG_TIME_MAX_MS:
+            normalized[key] = _integer(key, raw, 1, _LONG_MAX)
+        elif key == UNCLEAN_LEADER_ELECTION:
+            normalized[key] = _boolean(key, raw)
+    return normalized
+
+
+def check_known(keys: Iterable[str]) -> None:
+    for key in keys:
+        if key not in RULES and key not in _REPLICATION:
+            known = ", ".join(sorted([*RULES, *_REPLICATION]))
+            raise InvalidConfigError(f"Unknown topic config '{key}'; supported: {known}")
+
+
+def unclean_allowed(configs: Mapping[str, str]) -> bool:
+    return configs.get(UNCLEAN_LEADER_ELECTION, "false") == "true"
+
+
+_REPLICATION = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION, REPLICA_LAG_TIME_MAX_MS})

@@ -51,13 +51,8 @@ from headwater.topic_partition import PartitionKey
 from headwater.types import MemberEpoch, Offset, PartitionId
 from headwater_coordinator import metrics, names
 from headwater_coordinator.assignor import ASSIGNORS
-from headwater_coordinator.group import (
-    JOIN_EPOCH,
-    LEAVE_EPOCH,
-    GroupState,
-    HeartbeatRequest,
-    HeartbeatResult,
-)
+from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult
+from headwater_coordinator.member import JOIN_EPOCH, LEAVE_EPOCH
 from headwater_coordinator.metadata import BrokerMetadata
 from headwater_coordinator.store.batch import Finish
 from headwater_coordinator.store.changes import GroupChanges

@@ -14,7 +14,7 @@ import pytest
 
 from headwater_broker.cluster import session
 from headwater_broker.cluster.controller import Controller
-from headwater_broker.cluster.follower import MetadataFollower
+from headwater_broker.cluster.metadata_follower import MetadataFollower
 from headwater_broker.cluster.session import Registration
 from headwater_broker.cluster.settings import ClusterSettings
 from headwater_broker.cluster.store import MetadataStore

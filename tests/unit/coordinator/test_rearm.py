@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from headwater.topic_partition import PartitionKey
 from headwater.types import MemberEpoch, PartitionId
-from headwater_coordinator.group import GroupState, Member
+from headwater_coordinator.group import GroupState
+from headwater_coordinator.member import Member
 
 GAP_FROM, NOW = 10_000, 20_000
 

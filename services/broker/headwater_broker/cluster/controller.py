@@ -40,12 +40,13 @@ from headwater.errors import (
 )
 from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, PartitionId
-from headwater_broker.cluster import election, placement, topic_configs
+from headwater_broker import topic_config
+from headwater_broker.cluster import election, placement
 from headwater_broker.cluster.changes import Change, Mutation, PartitionWrite, TopicDeletion
-from headwater_broker.cluster.follower import MetadataFollower
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.lease import ControllerLease, Lease
 from headwater_broker.cluster.liveness import broker_transitions
+from headwater_broker.cluster.metadata_follower import MetadataFollower
 from headwater_broker.cluster.session import read_sessions
 from headwater_broker.cluster.settings import ClusterSettings
 from headwater_broker.cluster.state import (
@@ -348,7 +349,7 @@ class Controller:
         """
         validate_topic_name(name)
         _check_partition_count(partitions)
-        overrides = topic_configs.validate(configs or {})
+        overrides = topic_config.validate(configs or {})
         topic_id = str(uuid.uuid4())
 
         def decide(image: MetadataImage) -> list[Mutation]:
@@ -403,13 +404,13 @@ class Controller:
         self, name: str, set_configs: Mapping[str, Any], delete: Sequence[str] = ()
     ) -> TopicState:
         """Incrementally set and delete config overrides (deleting one restores its default)."""
-        topic_configs.check_known(delete)
+        topic_config.check_known(delete)
 
         def decide(image: MetadataImage) -> list[Mutation]:
             topic = _existing_topic(image, name)
             merged: dict[str, Any] = {k: v for k, v in topic.configs.items() if k not in delete}
             merged.update(set_configs)
-            normalized = topic_configs.validate(merged)
+            normalized = topic_config.validate(merged)
             if normalized == topic.configs:
                 return []
             return [replace(topic, configs=normalized)]
@@ -426,7 +427,7 @@ class Controller:
         def decide(image: MetadataImage) -> list[Mutation]:
             p = _existing_partition(image, topic, partition)
             started = election.start_reassignment(p, [BrokerId(b) for b in replicas], image.brokers)
-            unclean = topic_configs.unclean_allowed(image.topics[topic].configs)
+            unclean = topic_config.unclean_allowed(image.topics[topic].configs)
             after = election.reconcile(started, image.brokers, unclean) or started
             after = replace(after, partition_epoch=PartitionEpoch(p.partition_epoch + 1))
             if replace(after, partition_epoch=p.partition_epoch) == p:
@@ -495,7 +496,7 @@ def _reconciled(
     writes: list[Mutation] = []
     for p in partitions:
         topic = image.topics.get(p.topic)
-        unclean = topic is not None and topic_configs.unclean_allowed(topic.configs)
+        unclean = topic is not None and topic_config.unclean_allowed(topic.configs)
         after = election.reconcile(p, brokers, unclean, reports)
         if after is not None:
             writes.append(PartitionWrite(after, p))

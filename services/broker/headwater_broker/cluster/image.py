@@ -3,8 +3,8 @@
 An image is loaded from a snapshot (``store.MetadataStore.read_snapshot``) and advanced by
 :meth:`MetadataImage.apply`, a pure function of the image and the next change rows that returns
 the new image and the events describing what changed. Images are never mutated, so a reader that
-holds one across an ``await`` sees one consistent state; the follower (``follower.py``) swaps the
-current image and tells its listeners.
+holds one across an ``await`` sees one consistent state; the metadata follower
+(``metadata_follower.py``) swaps the current image and tells its listeners.
 """
 
 from __future__ import annotations

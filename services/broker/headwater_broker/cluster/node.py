@@ -21,8 +21,8 @@ from headwater.errors import MetadataUnavailableError, NotControllerError, Stale
 from headwater.types import BrokerId
 from headwater_broker.cluster import session
 from headwater_broker.cluster.controller import Controller, ControllerEvent
-from headwater_broker.cluster.follower import MetadataFollower
 from headwater_broker.cluster.image import MetadataImage
+from headwater_broker.cluster.metadata_follower import MetadataFollower
 from headwater_broker.cluster.producer_ids import ProducerIds
 from headwater_broker.cluster.session import Registration
 from headwater_broker.cluster.settings import ClusterSettings

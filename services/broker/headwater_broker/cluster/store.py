@@ -48,29 +48,24 @@ from headwater.errors import (
     HeadwaterError,
     MetadataUnavailableError,
     StaleControllerEpochError,
-    StalePartitionEpochError,
 )
 from headwater.types import BrokerId, PartitionId
+from headwater_broker.cluster import rows
 from headwater_broker.cluster import tables as t
 from headwater_broker.cluster.changes import (
     Change,
     Mutation,
     PartitionWrite,
     TopicDeletion,
-    decode_record,
     record_of,
 )
 from headwater_broker.cluster.image import MetadataImage
 from headwater_broker.cluster.state import (
     NO_CONTROLLER,
-    BrokerEpoch,
     BrokerState,
-    BrokerStateName,
     ChangeOffset,
     ControllerEpoch,
     ControllerInfo,
-    LeaderEpoch,
-    PartitionEpoch,
     PartitionState,
     TopicState,
 )
@@ -428,7 +423,7 @@ class MetadataStore:
     def _insert_changes(self, conn: Connection, changes: Sequence[Change]) -> None:
         if not changes:
             return
-        rows = [
+        values = [
             {
                 "offset": c.offset,
                 "controller_epoch": c.controller_epoch,
@@ -437,7 +432,7 @@ class MetadataStore:
             }
             for c in changes
         ]
-        conn.execute(sa.insert(t.changes).values(created_ms=self.now), rows)
+        conn.execute(sa.insert(t.changes).values(created_ms=self.now), values)
 
     def _write_rows(self, conn: Connection, mutations: Sequence[Mutation]) -> None:
         new_partitions: list[dict[str, Any]] = []
@@ -449,16 +444,18 @@ class MetadataStore:
 
         for mutation in mutations:
             if isinstance(mutation, PartitionWrite) and mutation.before is None:
-                new_partitions.append(_partition_row(mutation.after))
+                new_partitions.append(rows.partition_row(mutation.after))
                 continue
             flush()
             if isinstance(mutation, PartitionWrite):
-                _update_partition(conn, mutation)
+                rows.update_partition(conn, mutation)
             elif isinstance(mutation, BrokerState):
-                _upsert(conn, t.brokers, {"broker_id": mutation.broker_id}, _broker_row(mutation))
+                rows.upsert(
+                    conn, t.brokers, {"broker_id": mutation.broker_id}, rows.broker_row(mutation)
+                )
             elif isinstance(mutation, TopicState):
                 key = {"name": mutation.name, "topic_id": mutation.topic_id}
-                _upsert(conn, t.topics, key, _topic_row(mutation))
+                rows.upsert(conn, t.topics, key, rows.topic_row(mutation))
             elif isinstance(mutation, TopicDeletion):
                 conn.execute(
                     sa.delete(t.partitions).where(t.partitions.c.topic_id == mutation.topic_id)
@@ -482,13 +479,13 @@ class MetadataStore:
             last = conn.execute(
                 sa.select(t.controller.c.last_change).where(t.controller.c.id == _ROW)
             ).scalar_one()
-            rows = conn.execute(
+            found = conn.execute(
                 sa.select(t.changes)
                 .where(t.changes.c.offset > after)
                 .order_by(t.changes.c.offset)
                 .limit(limit)
             ).all()
-        return ChangeBatch([_change(r) for r in rows], ChangeOffset(int(last)))
+        return ChangeBatch([rows.change(r) for r in found], ChangeOffset(int(last)))
 
     def read_snapshot(self) -> MetadataImage:
         """The whole image, from one consistent read, at the log's current end."""
@@ -498,11 +495,11 @@ class MetadataStore:
             broker_rows = conn.execute(sa.select(t.brokers)).all()
             topic_rows = conn.execute(sa.select(t.topics)).all()
             partition_rows = conn.execute(sa.select(t.partitions)).all()
-        brokers = {BrokerId(r.broker_id): _broker_state(r) for r in broker_rows}
-        topics = {str(r.name): _topic_state(r) for r in topic_rows}
+        brokers = {BrokerId(r.broker_id): rows.broker_state(r) for r in broker_rows}
+        topics = {str(r.name): rows.topic_state(r) for r in topic_rows}
         partitions: dict[str, dict[PartitionId, PartitionState]] = {}
         for r in partition_rows:
-            state = _partition_state(r)
+            state = rows.partition_state(r)
             partitions.setdefault(state.topic, {})[state.partition] = state
         return MetadataImage(
             offset=ChangeOffset(int(ctl.last_change)),
@@ -516,123 +513,6 @@ class MetadataStore:
     def read_all_changes(self) -> list[Change]:
         """The whole change log in order (for tests and tools; a live broker reads by offset)."""
         return self.read_changes(0, limit=2**31 - 1).changes
-
-
-# --- rows <-> states ------------------------------------------------------------------------------
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _change(row: Any) -> Change:
-    return Change(
-        ChangeOffset(int(row.offset)),
-        ControllerEpoch(int(row.controller_epoch)),
-        decode_record(str(row.kind), orjson.loads(row.body)),
-    )
-
-
-def _broker_row(b: BrokerState) -> dict[str, Any]:
-    return {
-        "broker_id": b.broker_id,
-        "incarnation": b.incarnation,
-        "epoch": b.epoch,
-        "url": b.url,
-        "rack": b.rack,
-        "state": b.state.value,
-        "fenced_change": b.fenced_change,
-    }
-
-
-def _broker_state(row: Any) -> BrokerState:
-    return BrokerState(
-        broker_id=BrokerId(row.broker_id),
-        epoch=BrokerEpoch(row.epoch),
-        incarnation=str(row.incarnation),
-        url=str(row.url),
-        rack=row.rack,
-        state=BrokerStateName(row.state),
-        fenced_change=ChangeOffset(row.fenced_change),
-    )
-
-
-def _topic_row(topic: TopicState) -> dict[str, Any]:
-    return {
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "partitions": topic.partitions,
-        "configs": _json(dict(sorted(topic.configs.items()))),
-    }
-
-
-def _topic_state(row: Any) -> TopicState:
-    configs = {str(k): str(v) for k, v in orjson.loads(row.configs).items()}
-    return TopicState(str(row.name), str(row.topic_id), int(row.partitions), configs)
-
-
-def _partition_row(p: PartitionState) -> dict[str, Any]:
-    return {
-        "topic_id": p.topic_id,
-        "partition": p.partition,
-        "topic": p.topic,
-        "replicas": _json(list(p.replicas)),
-        "isr": _json(list(p.isr)),
-        "leader": p.leader,
-        "leader_epoch": p.leader_epoch,
-        "partition_epoch": p.partition_epoch,
-        "adding": _json(list(p.adding)),
-        "removing": _json(list(p.removing)),
-        "unclean": p.unclean,
-    }
-
-
-def _partition_state(row: Any) -> PartitionState:
-    def ids(text: str) -> tuple[BrokerId, ...]:
-        return tuple(BrokerId(int(v)) for v in orjson.loads(text))
-
-    return PartitionState(
-        topic=str(row.topic),
-        topic_id=str(row.topic_id),
-        partition=PartitionId(row.partition),
-        replicas=ids(row.replicas),
-        isr=ids(row.isr),
-        leader=BrokerId(row.leader),
-        leader_epoch=LeaderEpoch(row.leader_epoch),
-        partition_epoch=PartitionEpoch(row.partition_epoch),
-        adding=ids(row.adding),
-        removing=ids(row.removing),
-        unclean=bool(row.unclean),
-    )
-
-
-def _update_partition(conn: Connection, write: PartitionWrite) -> None:
-    before = write.before
-    assert before is not None
-    p = t.partitions.c
-    updated = conn.execute(
-        sa.update(t.partitions)
-        .where(
-            p.topic_id == before.topic_id,
-            p.partition == before.partition,
-            p.leader_epoch == before.leader_epoch,
-            p.partition_epoch == before.partition_epoch,
-        )
-        .values(_partition_row(write.after))
-    )
-    if updated.rowcount != 1:
-        raise StalePartitionEpochError(
-            f"Partition {before.topic}-{before.partition} is no longer at leader epoch "
-            f"{before.leader_epoch}, partition epoch {before.partition_epoch}"
-        )
-
-
-def _upsert(conn: Connection, table: sa.Table, key: dict[str, Any], row: dict[str, Any]) -> None:
-    # Only the controller writes these tables and its row lock serializes it, so update-then-
-    # insert cannot race another writer.
-    where = [table.c[k] == v for k, v in key.items()]
-    if conn.execute(sa.update(table).where(*where).values(row)).rowcount == 0:
-        conn.execute(sa.insert(table).values(row))
 
 
 def _clock(is_postgres: bool) -> sa.ColumnElement[int]:

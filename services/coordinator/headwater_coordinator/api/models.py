@@ -21,7 +21,8 @@ from headwater.types import Offset, PartitionId
 from headwater_coordinator import coordinator as core
 from headwater_coordinator import names
 from headwater_coordinator.assignor import ASSIGNORS
-from headwater_coordinator.group import GroupState, Member, encode_partitions
+from headwater_coordinator.group import GroupState
+from headwater_coordinator.member import Member, encode_partitions
 from headwater_coordinator.store.offsets import CommittedOffset, PartitionOffset
 from headwater_kernel import openapi
 from headwater_kernel.json_integer import JsonInteger

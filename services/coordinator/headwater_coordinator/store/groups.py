@@ -19,7 +19,8 @@ from redis.exceptions import WatchError
 from redis.typing import EncodableT
 
 from headwater.groups.errors import GroupNotEmptyError, GroupNotFoundError
-from headwater_coordinator.group import GroupState, Member
+from headwater_coordinator.group import GroupState
+from headwater_coordinator.member import Member
 from headwater_coordinator.store.batch import (
     Applied,
     BatchQueue,

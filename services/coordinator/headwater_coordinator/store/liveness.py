@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from headwater.topic_partition import PartitionKey
 from headwater.types import GroupEpoch, MemberEpoch
-from headwater_coordinator.group import Member
+from headwater_coordinator.member import Member
 from headwater_coordinator.store.connection import reaching_redis
 from headwater_coordinator.store.keyspace import Keyspace
 

@@ -7,7 +7,8 @@ import asyncio
 
 from headwater.groups.errors import FencedMemberEpochError, UnknownMemberError
 from headwater.types import MemberEpoch, PartitionId
-from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult, Member
+from headwater_coordinator.group import GroupState, HeartbeatRequest, HeartbeatResult
+from headwater_coordinator.member import Member
 from headwater_coordinator.store.batch import Finish
 from tests.integration.coordinator.driver import StoreDriver, assert_no_double_owner
 from tests.support import unique

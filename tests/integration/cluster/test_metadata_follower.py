@@ -11,7 +11,6 @@ import pytest
 import sqlalchemy as sa
 
 from headwater_broker.cluster import session
-from headwater_broker.cluster.follower import MetadataFollower
 from headwater_broker.cluster.image import (
     BrokerChanged,
     ImageReloaded,
@@ -21,6 +20,7 @@ from headwater_broker.cluster.image import (
     TopicChanged,
     TopicDeleted,
 )
+from headwater_broker.cluster.metadata_follower import MetadataFollower
 from headwater_broker.cluster.state import BrokerStateName
 from tests.integration.cluster.conftest import Cluster, settle
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headwater.errors import InvalidConfigError
-from headwater_broker.cluster.topic_configs import check_known, unclean_allowed, validate
+from headwater_broker.topic_config import check_known, unclean_allowed, validate
 
 
 def test_storage_and_replication_configs_are_normalized_together() -> None:
