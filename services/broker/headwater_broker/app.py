@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -24,7 +22,7 @@ from headwater_broker.broker import Broker
 from headwater_broker.settings import BrokerSettings
 from headwater_kernel.app import create_service_app
 from headwater_kernel.errors import error_response
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker")
 
@@ -67,13 +65,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         broker.open()
         await broker.start()
-        watcher = asyncio.create_task(watch_replaced())
+        watcher = BackgroundTasks(log)
+        watcher.spawn(watch_replaced(), "replaced-watcher")
         try:
             yield
         finally:
-            await cancel_and_wait([watcher])
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await watcher.stop()
             await broker.close()
 
     async def ready() -> tuple[bool, dict[str, Any]]:

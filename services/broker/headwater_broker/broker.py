@@ -52,7 +52,6 @@ Durable state under ``BROKER_DATA_DIR`` (``catalog.py``)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -78,7 +77,7 @@ from headwater_broker.roles import Replication
 from headwater_broker.routing import Routing
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_admin import TopicAdmin
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker")
 
@@ -102,7 +101,7 @@ class Broker:
         self.peers = Peers(settings.forward_timeout_ms, self.broker_id)
         self.is_open = False
         self._node: ClusterNode | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks(log)
         self.replicas: Replicas | None = None
         self.replication: Replication | None = None
         self.routing = Routing(settings, self.registry, lambda: self.node, self.replicas_settled)
@@ -180,9 +179,9 @@ class Broker:
         except BaseException:
             await self._leave()
             raise
-        self._tasks.append(asyncio.create_task(self._upkeep_loop()))
+        self._tasks.spawn(self._upkeep_loop(), "broker-upkeep")
         if self.settings.fsync == "interval":
-            self._tasks.append(asyncio.create_task(self._fsync_loop()))
+            self._tasks.spawn(self._fsync_loop(), "broker-interval-fsync")
 
     async def _wait_active(self) -> None:
         """Wait (bounded) until the controller has recorded this incarnation active."""
@@ -200,11 +199,7 @@ class Broker:
 
     async def close(self) -> None:
         """Stop background work, leave the cluster and close every partition cleanly."""
-        await cancel_and_wait(self._tasks)
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await self._tasks.stop()
         self.is_open = False
         await self._leave()
         for plog in self.all_partitions():
@@ -297,7 +292,12 @@ class Broker:
         node = self._node
         active = node is not None and node.image.is_active(self.broker_id, node.broker_epoch)
         offline = node is not None and node.storage_offline
-        failed = {} if node is None else node.failed_tasks
+        failed = {
+            **({} if node is None else node.failed_tasks),
+            **self._tasks.failed,
+            **({} if self.replicas is None else self.replicas.failed_tasks),
+            **({} if self.replication is None else self.replication.failed_tasks),
+        }
         lag = 0.0 if node is None else node.metadata_lag_ms()
         current = lag <= self.settings.metadata_max_lag_ms
         return self.is_open and active and not offline and not failed and current, {

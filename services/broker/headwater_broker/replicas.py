@@ -38,7 +38,7 @@ from headwater_broker.cluster.state import PartitionState
 from headwater_broker.partitions import HostedPartition, PartitionRegistry
 from headwater_broker.roles import Replication
 from headwater_broker.settings import BrokerSettings
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker.replicas")
 
@@ -64,22 +64,22 @@ class Replicas:
         """The change offset of the last image applied (-1 before the first pass)."""
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks(log)
 
     async def start(self) -> None:
         self.node.follower.add_listener(self._on_metadata)
-        self._task = asyncio.create_task(self._run(), name="replica-manager")
+        self._tasks.spawn(self._run(), "replica-applier")
         self._wake.set()
         await self.settle()
+
+    @property
+    def failed_tasks(self) -> dict[str, str]:
+        return self._tasks.failed
 
     async def stop(self) -> None:
         with contextlib.suppress(ValueError, RuntimeError):
             self.node.follower.remove_listener(self._on_metadata)
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait([task])
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._tasks.stop()
 
     def _on_metadata(self, image: MetadataImage, events: Sequence[MetadataEvent]) -> None:
         # Runs inside the follower's swap: it must not block, so it only wakes the pass.

@@ -27,7 +27,7 @@ from headwater_broker.partitions import HostedPartition, PartitionRegistry
 from headwater_broker.replication.fetcher import ReplicaFetcher
 from headwater_broker.replication.follower import FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker.replication")
 
@@ -63,28 +63,25 @@ class Replication:
         self.fetch_timeout_ms = fetch_timeout_ms
         self.on_disk_failure = on_disk_failure
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.client = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=32))
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks(log)  # the loop, proposals in flight, fetchers stopping
         self._sending: set[Key] = set()
-        self._background: set[asyncio.Task[None]] = set()
         self._lag_series: set[Key] = set()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="replication")
+        self._tasks.spawn(self._loop(), "replication")
+
+    @property
+    def failed_tasks(self) -> dict[str, str]:
+        """Tasks that died (the loop, a proposal, a fetcher): the broker is not ready."""
+        failed = dict(self._tasks.failed)
+        for fetcher in self.fetchers.values():
+            failed.update(fetcher.failed_tasks)
+        return failed
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait([task])
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._tasks.stop()
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
-        background = list(self._background)
-        await cancel_and_wait(background)
-        for done in background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await done
         self.fetchers.clear()
         for hosted in self.registry:
             if hosted.leader is not None:
@@ -93,7 +90,6 @@ class Replication:
             hosted.followed = None
             with contextlib.suppress(OSError):
                 hosted.log.checkpoint_high_watermark()
-        await self.client.aclose()
 
     # --- roles --------------------------------------------------------------------------------
 
@@ -180,9 +176,7 @@ class Replication:
         hosted.followed = (state.leader, state.leader_epoch)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._tasks.spawn(work, "replication-step")
 
     def drop(self, hosted: HostedPartition) -> None:
         """Neither lead nor follow the partition any more (its replica is being deleted)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ from headwater_coordinator.store.liveness import Liveness
 from headwater_coordinator.store.offsets import OffsetStore
 from headwater_kernel.app import create_service_app
 from headwater_kernel.errors import error_response
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
+
+log = logging.getLogger("headwater.coordinator")
 
 _DESCRIPTION = (
     "Consumer groups: membership, server-side cooperative assignment and committed offsets, "
@@ -60,18 +63,22 @@ def create_app(
                 await asyncio.to_thread(private.start)
                 stack.callback(private.stop)
                 # Stopped before the server is: a watcher left running would restart it.
-                stack.push_async_callback(_cancel, asyncio.create_task(private.keep_running()))
+                watcher = BackgroundTasks(log)
+                watcher.spawn(private.keep_running(), "private-redis-watcher")
+                stack.push_async_callback(watcher.stop)
                 url = private.url
             app.state.redis_url = url
             await stack.enter_async_context(_serving(app, settings, url, broker_transport))
             yield
 
     async def ready() -> tuple[bool, dict[str, Any]]:
+        tasks: BackgroundTasks | None = getattr(app.state, "tasks", None)
+        failed = {} if tasks is None else tasks.failed
         try:
             await probe(app.state.redis_url)
         except CoordinatorError as exc:
-            return False, {"redis": exc.message}
-        return True, {"redis": "ok"}
+            return False, {"redis": exc.message, "failed_tasks": failed}
+        return not failed, {"redis": "ok", "failed_tasks": failed}
 
     app = create_service_app(
         title="Headwater coordinator",
@@ -93,12 +100,6 @@ async def _retry_later(request: Request, exc: Exception) -> Response:
     response = error_response(exc)
     response.headers["Retry-After"] = str(models.RETRY_AFTER_S)
     return response
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    await cancel_and_wait([task])
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 @contextlib.asynccontextmanager
@@ -125,19 +126,19 @@ async def _serving(
     )
     app.state.redis = redis
     app.state.coordinator = coordinator
-    tasks = [
-        asyncio.create_task(coordinator.run_sweeper()),
-        asyncio.create_task(changes.listen()),
-    ]
+    tasks = BackgroundTasks(log)
+    app.state.tasks = tasks
+    tasks.spawn(coordinator.run_sweeper(), "coordinator-sweeper")
+    tasks.spawn(changes.listen(), "coordinator-change-listener")
     gauges = LagGauges(coordinator)
     if settings.lag_metrics_interval_ms > 0:
-        tasks.append(asyncio.create_task(gauges.run(settings.lag_metrics_interval_ms / 1000)))
+        tasks.spawn(gauges.run(settings.lag_metrics_interval_ms / 1000), "coordinator-lag-gauges")
     try:
         yield
     finally:
         coordinator.stop_expiring()  # whatever becomes of the sweeper's cancel
         # Bounded: a task stuck in a Redis read must not hold up shutdown.
-        await cancel_and_wait(tasks, timeout_s=2)
+        await tasks.stop(timeout_s=2)
         gauges.clear()
         await metadata.close()
         await redis.aclose()

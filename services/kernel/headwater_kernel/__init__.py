@@ -15,5 +15,5 @@ One module per job, imported directly (nothing is re-exported here)::
     local_service.py  a service as a local process (headwater up, tests, benchmarks)
     directory_lock.py one owner at a time for a data directory, and who that owner is
     sqlite.py         sqlite_engine: WAL, and BEGIN IMMEDIATE for writers (the services' stores)
-    tasks.py          cancel_and_wait: stop asyncio tasks even where a cancel is lost (3.11)
+    tasks.py          BackgroundTasks and cancel_and_wait: the one lifecycle of background work
 """

@@ -49,6 +49,10 @@ async def cancel_and_wait(
 class BackgroundTasks:
     """The background tasks of one component, started and stopped together, none lost unseen.
 
+    The one lifecycle for background work (start: :meth:`spawn`; stop: :meth:`stop`, which
+    cancels and waits for certain); long loops and short-lived helpers alike (a finished task
+    leaves the set).
+
     A task that ends with an exception while the set is running is logged at error level with
     its traceback and recorded in :attr:`failed`, which the component's readiness reports: a
     loop that dies is a broker that is not ready, never a silent gap. Loops are still written to
@@ -71,7 +75,10 @@ class BackgroundTasks:
         return iter(list(self._tasks))
 
     def _ended(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled() or task not in self._tasks:
+        if task not in self._tasks:
+            return  # stopped with the set
+        self._tasks.remove(task)  # short-lived tasks come and go; the set keeps the running ones
+        if task.cancelled():
             return
         error = task.exception()
         if error is None:
@@ -80,11 +87,14 @@ class BackgroundTasks:
         self.failed[name] = f"{type(error).__name__}: {error}"
         self._log.error("background task %s died", name, exc_info=error)
 
-    async def stop(self) -> None:
-        """Cancel every task and wait for each (see :func:`cancel_and_wait`); what they raised
-        while stopping is dropped."""
+    async def stop(self, *, timeout_s: float | None = None) -> bool:
+        """Cancel every task and wait for each (see :func:`cancel_and_wait`), at most
+        ``timeout_s`` (False if one was still running then); what they raised while stopping
+        is dropped."""
         tasks, self._tasks = self._tasks, []
-        await cancel_and_wait(tasks)
+        if not await cancel_and_wait(tasks, timeout_s=timeout_s):
+            return False
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        return True

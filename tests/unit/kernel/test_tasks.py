@@ -1,14 +1,16 @@
-"""cancel_and_wait ends loops whose cancellation a ``wait_for`` swallowed (Python 3.11)."""
+"""cancel_and_wait ends loops whose cancellation a ``wait_for`` swallowed (Python 3.11);
+BackgroundTasks keeps the running tasks of a component and records the ones that died."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 import pytest
 
 from headwater_kernel import tasks
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks, cancel_and_wait
 
 
 async def _loop_in_wait_for() -> None:
@@ -64,3 +66,28 @@ def test_done_tasks_keep_what_they_raised() -> None:
         return task.exception()
 
     assert isinstance(asyncio.run(main()), ValueError)
+
+
+def test_background_tasks_record_deaths_and_forget_finished_tasks() -> None:
+    async def main() -> None:
+        tasks = BackgroundTasks(logging.getLogger("tests.tasks"))
+
+        async def done() -> None:
+            return
+
+        async def dies() -> None:
+            raise RuntimeError("disk on fire")
+
+        async def forever() -> None:
+            await asyncio.Event().wait()
+
+        tasks.spawn(done(), "short")
+        tasks.spawn(dies(), "loop")
+        tasks.spawn(forever(), "forever")
+        await asyncio.sleep(0.05)
+        assert [t.get_name() for t in tasks] == ["forever"]  # finished ones leave the set
+        assert tasks.failed == {"loop": "RuntimeError: disk on fire"}
+        assert await tasks.stop(timeout_s=1)
+        assert list(tasks) == []
+
+    asyncio.run(main())

@@ -39,7 +39,7 @@ from headwater_broker.replication.wire import (
     ReplicaFetchRequest,
     decode_response,
 )
-from headwater_kernel.tasks import cancel_and_wait
+from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker.replication")
 
@@ -86,7 +86,8 @@ class ReplicaFetcher:
         self.rounds = 0  # answers applied (for tests and metrics)
         self._last_answer = 0.0  # loop time of the leader's last answer (or of the first follow)
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks(log)
+        self._started = False
 
     # --- membership -------------------------------------------------------------------------
 
@@ -110,15 +111,16 @@ class ReplicaFetcher:
         return None if followed is None else followed.follower
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+        if not self._started:
+            self._started = True
+            self._tasks.spawn(self._run(), f"replica-fetcher-{self.leader_id}")
+
+    @property
+    def failed_tasks(self) -> dict[str, str]:
+        return self._tasks.failed
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait([task])
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._tasks.stop()
         await self.link.aclose()
 
     # --- the loop ---------------------------------------------------------------------------
