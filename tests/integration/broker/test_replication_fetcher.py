@@ -189,8 +189,9 @@ async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
     fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
     fetcher.start()
     await asyncio.sleep(0.1)
-    assert fetcher._task is not None
-    assert not fetcher._task.done()
+    (loop,) = fetcher._tasks  # still running, nothing died
+    assert not loop.done()
+    assert fetcher.failed_tasks == {}
     await fetcher.stop()
 
 
