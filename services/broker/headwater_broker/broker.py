@@ -55,7 +55,6 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable
 from typing import Any
 
 from headwater.errors import ServiceUnavailableError, StorageError
@@ -77,6 +76,7 @@ from headwater_broker.roles import Replication
 from headwater_broker.routing import Routing
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_admin import TopicAdmin
+from headwater_kernel.clock import SYSTEM_CLOCK, Clock
 from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker")
@@ -91,7 +91,7 @@ class Broker:
     :attr:`reads`, :attr:`routing`.
     """
 
-    def __init__(self, settings: BrokerSettings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: BrokerSettings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.broker_id = BrokerId(settings.id)
         self.data_dir = settings.data_path
@@ -122,7 +122,7 @@ class Broker:
         self.controller_requests = ControllerRequests(settings, self.registry, lambda: self._node)
 
     def now_ms(self) -> int:
-        return int(self.clock() * 1000)
+        return self.clock.now_ms()
 
     @property
     def node(self) -> ClusterNode:

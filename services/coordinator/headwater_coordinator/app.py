@@ -27,6 +27,7 @@ from headwater_coordinator.store.keyspace import Keyspace
 from headwater_coordinator.store.liveness import Liveness
 from headwater_coordinator.store.offsets import OffsetStore
 from headwater_kernel.app import create_service_app
+from headwater_kernel.clock import SYSTEM_CLOCK, Clock
 from headwater_kernel.errors import error_response
 from headwater_kernel.tasks import BackgroundTasks
 
@@ -42,16 +43,18 @@ def create_app(
     settings: CoordinatorSettings,
     *,
     broker_transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> FastAPI:
     """Build the app; Redis and the background tasks start with the app's lifespan.
 
-    With an empty ``settings.redis_url`` the lifespan starts a private redis-server under
-    ``settings.data_dir``, restarts it if it dies or loses its socket, and stops it at shutdown
-    (in the lifespan, because uvicorn re-raises SIGTERM after a graceful shutdown, so code after
-    ``serve()`` never runs). ``broker_transport`` lets tests reach a broker app in-process.
+        With an empty ``settings.redis_url`` the lifespan starts a private redis-server under
+        ``settings.data_dir``, restarts it if it dies or loses its socket, and stops it at shutdown
+        (in the lifespan, because uvicorn re-raises SIGTERM after a graceful shutdown, so code after
+        ``serve()`` never runs). ``broker_transport`` lets tests reach a broker app in-process;
+    ``clock`` times the topic metadata cache (a test moves a ``ManualClock`` past its TTL).
 
-    While Redis (or every broker, where one is needed) does not answer, requests get 503 with
-    their code and ``Retry-After``; nothing needs restarting when it answers again.
+        While Redis (or every broker, where one is needed) does not answer, requests get 503 with
+        their code and ``Retry-After``; nothing needs restarting when it answers again.
     """
 
     @contextlib.asynccontextmanager
@@ -68,7 +71,7 @@ def create_app(
                 stack.push_async_callback(watcher.stop)
                 url = private.url
             app.state.redis_url = url
-            await stack.enter_async_context(_serving(app, settings, url, broker_transport))
+            await stack.enter_async_context(_serving(app, settings, url, broker_transport, clock))
             yield
 
     async def ready() -> tuple[bool, dict[str, Any]]:
@@ -108,11 +111,12 @@ async def _serving(
     settings: CoordinatorSettings,
     redis_url: str,
     broker_transport: httpx.AsyncBaseTransport | None,
+    clock: Clock,
 ) -> AsyncIterator[None]:
     """The coordinator on ``redis_url``, with its sweeper, change listener and lag gauges."""
     redis = connect(redis_url)
     keys = Keyspace(settings.key_prefix)
-    metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport)
+    metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport, clock=clock)
     changes = GroupChanges(redis, keys.changes)
     coordinator = Coordinator(
         group_store=GroupStore(redis, keys, settings.offsets_retention_ms),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -26,6 +25,7 @@ import httpx
 from headwater.groups.errors import BrokersUnavailableError, UnknownTopicOrPartitionError
 from headwater.types import Offset, PartitionId
 from headwater_coordinator import names
+from headwater_kernel.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -74,9 +74,11 @@ class BrokerMetadata:
         ttl_s: float = 2.0,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout_s: float = 5.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.brokers = brokers
         self.ttl_s = ttl_s
+        self.clock = clock
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout_s)
         self._cache: dict[str, tuple[float, TopicInfo | None]] = {}
         self._leaders: tuple[float, dict[int, str]] = (-1e9, {})  # GET /cluster: id -> URL
@@ -139,7 +141,7 @@ class BrokerMetadata:
         """Broker id -> URL from ``GET /cluster`` (cached for the TTL; empty from brokers
         without it)."""
         fetched, urls = self._leaders
-        if time.monotonic() - fetched < self.ttl_s:
+        if self.clock.monotonic() - fetched < self.ttl_s:
             return urls
         try:
             response = await self._get("/cluster")
@@ -147,7 +149,7 @@ class BrokerMetadata:
             urls = {int(b["broker_id"]): str(b["url"]) for b in body.get("brokers", ())}
         except (BrokersUnavailableError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("reading GET /cluster failed: %s", exc)
-        self._leaders = (time.monotonic(), urls)
+        self._leaders = (self.clock.monotonic(), urls)
         return urls
 
     async def _leader_offsets(
@@ -184,7 +186,7 @@ class BrokerMetadata:
         background, so a slow broker never holds up the caller (heartbeats, which run under
         the group's lock); the next caller sees the refreshed sizes.
         """
-        now = time.monotonic()
+        now = self.clock.monotonic()
         cached = self._cache.get(name)
         if cached is not None and not fresh and cached[0] > now:
             return cached[1]
@@ -207,7 +209,7 @@ class BrokerMetadata:
             raise
         finally:
             self._inflight.pop(name, None)
-        self._cache[name] = (time.monotonic() + self.ttl_s, info)
+        self._cache[name] = (self.clock.monotonic() + self.ttl_s, info)
         future.set_result(info)
         return info
 

@@ -3,12 +3,16 @@ assignment, new partitions, error codes that change nothing, expiry, long-polled
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from headwater import AdminClient
+from headwater_coordinator.app import create_app
+from headwater_coordinator.settings import CoordinatorSettings
+from headwater_kernel.clock import ManualClock
 from tests.integration.coordinator.client import beat, join, make_topic, partitions_of
 from tests.support import ServiceProcess, unique
 
@@ -29,20 +33,31 @@ def test_three_members_share_twelve_partitions(api: TestClient, broker: ServiceP
     assert members[0]["heartbeat_interval_ms"] == 500
 
 
-def test_new_partitions_are_assigned(api: TestClient, broker: ServiceProcess) -> None:
-    topic, group = make_topic(broker, 2), unique("g")
-    member = join(api, group, [topic], session_timeout_ms=10_000)
-    assert partitions_of(member) == {(topic, 0), (topic, 1)}
-    with AdminClient({"bootstrap.servers": broker.url}) as admin:
-        admin.create_partitions(topic, 3)
-    import time
-
-    time.sleep(2.1)  # the coordinator caches topic metadata for 2 s, then refreshes it
-    deadline = time.monotonic() + 5  # in the background: a heartbeat or two later
-    while len(partitions_of(member)) < 3 and time.monotonic() < deadline:
+def test_new_partitions_are_assigned(
+    broker: ServiceProcess, redis_url: str, redis_prefix: str
+) -> None:
+    """The coordinator caches a topic's metadata for 2 s (on its clock, moved here by hand):
+    within that time a grown topic is not seen; past it, the next heartbeats assign the new
+    partition."""
+    clock = ManualClock()
+    settings = CoordinatorSettings(
+        redis_url=redis_url, key_prefix=redis_prefix, brokers=broker.url, sweep_interval_ms=100
+    )
+    with TestClient(create_app(settings, clock=clock)) as api:
+        topic, group = make_topic(broker, 2), unique("g")
+        member = join(api, group, [topic], session_timeout_ms=10_000)
+        assert partitions_of(member) == {(topic, 0), (topic, 1)}
+        with AdminClient({"bootstrap.servers": broker.url}) as admin:
+            admin.create_partitions(topic, 3)
+        clock.advance(1.9)
         member = beat(api, group, member)
-        time.sleep(0.05)
-    assert partitions_of(member) == {(topic, 0), (topic, 1), (topic, 2)}
+        assert partitions_of(member) == {(topic, 0), (topic, 1)}  # still the cached count
+        clock.advance(0.2)
+        deadline = time.monotonic() + 5  # refreshed in the background: a heartbeat or two later
+        while len(partitions_of(member)) < 3 and time.monotonic() < deadline:
+            member = beat(api, group, member)
+            time.sleep(0.05)
+        assert partitions_of(member) == {(topic, 0), (topic, 1), (topic, 2)}
 
 
 @pytest.mark.parametrize(
@@ -96,7 +111,6 @@ def test_wrong_epoch_is_fenced(api: TestClient, broker: ServiceProcess) -> None:
 
 
 def test_expired_member_is_removed_by_the_sweep(api: TestClient, broker: ServiceProcess) -> None:
-    import time
 
     topic, group = make_topic(broker, 4), unique("g")
     dead = join(api, group, [topic], session_timeout_ms=300)
@@ -125,7 +139,6 @@ def test_a_parked_heartbeat_returns_as_soon_as_the_group_changes(
     api: TestClient, broker: ServiceProcess
 ) -> None:
     import threading
-    import time
 
     topic, group = make_topic(broker, 4), unique("g")
     a = join(api, group, [topic], session_timeout_ms=20_000)
