@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from headwater_broker import idempotency
+from headwater_kernel.clock import ManualClock
 from tests.integration.broker.in_process import KAFKA_JSON, broker, broker_app
 from tests.integration.broker.test_produce import batch, make_topic, post_batches, stored_values
 
@@ -88,8 +89,9 @@ async def test_a_key_is_forgotten_after_its_window(tmp_path: Path) -> None:
         topic = await make_topic(client)
         assert (await produce(client, topic, [{"value": 1}], "k")).status_code == 200
         await asyncio.sleep(0.01)
-        now = app_broker.now_ms() / 1000
-        app_broker.clock = lambda: now + 2.0
+        clock = ManualClock(start_s=app_broker.now_ms() / 1000)
+        app_broker.clock = clock
+        clock.advance(2.0)
         await app_broker.expire_producers()
         late = await produce(client, topic, [{"value": 1}], "k")
         assert late.status_code == 200

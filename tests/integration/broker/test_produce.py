@@ -15,6 +15,7 @@ import pytest
 
 from headwater.records.batch import encode_batch
 from headwater.records.crc import crc32c
+from headwater_kernel.clock import ManualClock
 from tests.integration.broker.in_process import (
     BATCHES,
     KAFKA_BINARY,
@@ -457,7 +458,7 @@ async def test_expired_producer_ids_are_unknown(tmp_path: Path) -> None:
     async with broker_app(tmp_path, producer_id_expiration_ms=1) as (app_broker, client):
         topic = await make_topic(client)
         producer = (await client.post("/producers", json={})).json()
-        app_broker.clock = lambda: 4_000_000_000.0  # far past the 1 ms expiration
+        app_broker.clock = ManualClock(start_s=4_000_000_000.0)  # far past the 1 ms expiration
         # The cluster's store forgets ids by the database's clock, which the fake clock above
         # does not move: let more than the 1 ms pass on it too.
         await asyncio.sleep(0.02)

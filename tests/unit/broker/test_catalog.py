@@ -18,6 +18,7 @@ from headwater.records.batch import encode_batch
 from headwater_broker.broker import Broker
 from headwater_broker.catalog import ClusterMismatchError, topic_id_of
 from headwater_broker.settings import BrokerSettings
+from headwater_kernel.clock import ManualClock
 
 
 @asynccontextmanager
@@ -114,9 +115,9 @@ def test_metadata_of_another_cluster_is_refused(tmp_path: Path) -> None:
 
 def test_expired_producers_leave_partition_state_too(tmp_path: Path) -> None:
     async def main() -> None:
-        now = [1_800_000_000.0]
+        clock = ManualClock(start_s=1_800_000_000.0)
         async with started(tmp_path, producer_id_expiration_ms=1000) as broker:
-            broker.clock = lambda: now[0]
+            broker.clock = clock
             await broker.admin.create_topic("t", 1)
             pid, epoch = await broker.appends.init_producer(None, None)
             body = encode_batch(
@@ -124,9 +125,9 @@ def test_expired_producers_leave_partition_state_too(tmp_path: Path) -> None:
             )
             await broker.appends.append_batches("t", 0, bytearray(body))
             assert list(broker.routing.served_log("t", 0).producers.entries) == [pid]
-            now[0] += 0.5
+            clock.advance(0.5)
             assert await broker.expire_producers() == []
-            now[0] += 1.0
+            clock.advance(1.0)
             assert await broker.expire_producers() == [pid]
             assert broker.routing.served_log("t", 0).producers.entries == {}
 
@@ -139,9 +140,9 @@ def test_copied_producer_state_is_kept_until_its_own_batches_expire(tmp_path: Pa
     partition's own last batch of each producer, not by whether this broker saw the producer."""
 
     async def main() -> None:
-        now = [1_800_000_000.0]
+        clock = ManualClock(start_s=1_800_000_000.0)
         async with started(tmp_path, producer_id_expiration_ms=1000) as broker:
-            broker.clock = lambda: now[0]
+            broker.clock = clock
             await broker.admin.create_topic("t", 1)
             plog = broker.routing.served_log("t", 0)
             copied = encode_batch(
@@ -150,7 +151,7 @@ def test_copied_producer_state_is_kept_until_its_own_batches_expire(tmp_path: Pa
             await plog.append_as_follower(copied, broker.now_ms())  # as a replica copies it
             assert await broker.expire_producers() == []
             assert list(plog.producers.entries) == [77]
-            now[0] += 1.5
+            clock.advance(1.5)
             await broker.expire_producers()
             assert plog.producers.entries == {}
 
