@@ -11,10 +11,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from headwater.groups.errors import GroupNotFoundError
 from tests.e2e.groups_platform import Platform as GroupsPlatform
 from tests.e2e.groups_platform import start_platform
 from tests.support import ROOT, free_port, unique
+from tests.support.waiting import wait_until
 
 # The coordinator process uses the machine's Redis.
 pytestmark = [pytest.mark.e2e, pytest.mark.needs("redis")]
@@ -113,16 +113,6 @@ def start(platform: Platform, *args: str) -> Running:
     return Running(process, out, err)
 
 
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_misspelt_topic_with_a_group_fails_and_leaves_no_group(platform: Platform) -> None:
     group = unique("g3")
     result = consume(platform, unique("ordres"), "--group", group, "--timeout", "3")
@@ -159,7 +149,7 @@ def test_a_stopped_member_leaves_at_once_and_prints_its_count(
     topic, group = platform.topic(records=7), unique("g")
     running = start(platform, topic, "--group", group, "--from-beginning")
     try:
-        wait_until(lambda: len(running.lines()) == 7, "7 records printed")
+        wait_until(lambda: len(running.lines()) == 7, what="7 records printed")
         assert platform.members(group) == 1
         running.process.send_signal(stop)
         assert running.process.wait(timeout=30) == 0
@@ -175,19 +165,21 @@ def test_the_progress_line_catches_up_with_what_was_printed(platform: Platform) 
     topic, group = platform.topic(), unique("g")
     running = start(platform, topic, "--group", group, "--from-beginning")
     try:
-        wait_until(lambda: platform.members(group) == 1, "the member joined")
+        wait_until(lambda: platform.members(group) == 1, what="the member joined")
         time.sleep(1.2)  # past the first progress interval
         platform.produce(topic, 12)
-        wait_until(lambda: "... 12 records" in running.err.read_text(), "a progress line at 12")
+        wait_until(
+            lambda: "... 12 records" in running.err.read_text(), what="a progress line at 12"
+        )
         platform.produce(topic, 15)  # within a second of that progress line
-        wait_until(lambda: len(running.lines()) == 27, "27 records printed")
+        wait_until(lambda: len(running.lines()) == 27, what="27 records printed")
         # Nothing more arrives; the last progress line still has to say 27, not 12.
         wait_until(
             lambda: [e for e in running.errors() if e.startswith("...")][-1].startswith(
                 "... 27 records"
             ),
-            "a progress line at 27",
-            timeout=5,
+            timeout_s=5,
+            what="a progress line at 27",
         )
         running.process.send_signal(signal.SIGTERM)
         assert running.process.wait(timeout=30) == 0

@@ -14,6 +14,7 @@ import httpx
 
 from headwater.records.batch import encode_batch
 from tests.support import ServiceProcess, free_port
+from tests.support.waiting import wait_until
 
 T = TypeVar("T")
 
@@ -109,19 +110,9 @@ class Cluster:
         return [base64.b64decode(r["value"]).decode() for r in answer.json()]
 
 
-def wait_for(check: Callable[[], T | bool | None], timeout_s: float, what: str) -> T:
+def wait_for(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
     """Poll ``check`` until it returns something truthy (bounded); errors count as not yet."""
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            found = check()
-            if found:
-                return found  # type: ignore[return-value]  # truthy: the value asked for
-        except (httpx.HTTPError, KeyError, ValueError) as exc:
-            last = exc
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout_s} s (last error: {last})")
+    return wait_until(check, timeout_s, what, errors=(httpx.HTTPError, KeyError, ValueError))
 
 
 @contextmanager

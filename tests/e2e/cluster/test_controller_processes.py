@@ -27,6 +27,7 @@ from headwater_broker.cluster.state import ControllerEpoch, ControllerInfo, Topi
 from headwater_broker.cluster.store import MetadataStore
 from tests.e2e.cluster.cluster_processes import stop_outside_a_write
 from tests.support import ROOT
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -116,15 +117,6 @@ def store(metadata_url: str) -> Iterator[MetadataStore]:
     opened.close()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
-    return time.monotonic() - began
-
-
 def controller_of(store: MetadataStore, nodes: list[Candidate]) -> Candidate:
     row = store.read_controller()
     return next(n for n in nodes if n.broker_id == row.broker_id)
@@ -134,8 +126,8 @@ def started_cluster(
     launch: Callable[..., Candidate], store: MetadataStore, probe: bool
 ) -> list[Candidate]:
     nodes = [launch(i, probe=probe) for i in range(3)]
-    wait_for(lambda: all(n.seen("registered") for n in nodes), 30, "all registered")
-    wait_for(lambda: store.read_controller().broker_id >= 0, 10, "a controller elected")
+    wait_until(lambda: all(n.seen("registered") for n in nodes), 30, "all registered")
+    wait_until(lambda: store.read_controller().broker_id >= 0, 10, "a controller elected")
     return nodes
 
 
@@ -145,7 +137,7 @@ def test_kill_9_of_the_controller_hands_over_within_the_lease_plus_a_second(
     nodes = started_cluster(launch, store, probe=True)
     old = controller_of(store, nodes)
     old_epoch = store.read_controller().epoch
-    wait_for(lambda: any(p["ok"] for p in old.seen("probe")), 10, "the controller writes")
+    wait_until(lambda: any(p["ok"] for p in old.seen("probe")), 10, "the controller writes")
 
     killed_at = time.monotonic()
     old.signal(signal.SIGKILL)
@@ -155,13 +147,13 @@ def test_kill_9_of_the_controller_hands_over_within_the_lease_plus_a_second(
         row = store.read_controller()
         return row.broker_id not in (-1, old.broker_id) and row.epoch == old_epoch + 1
 
-    wait_for(taken_over, LEASE_S + 5, "a new controller")
+    wait_until(taken_over, LEASE_S + 5, "a new controller")
     took = time.monotonic() - killed_at
     new = controller_of(store, nodes)
     print(f"failover after kill -9: {took * 1000:.0f} ms")
     assert took < LEASE_S + 1.0
     # Topic admin works again, at the new controller, with the new epoch.
-    wait_for(
+    wait_until(
         lambda: any(p["ok"] and p["epoch"] == old_epoch + 1 for p in new.seen("probe")),
         10,
         "the new controller writes",
@@ -176,10 +168,10 @@ def test_a_controller_stopped_past_its_lease_has_every_write_refused_after_it_re
     nodes = started_cluster(launch, store, probe=True)
     old = controller_of(store, nodes)
     old_epoch = ControllerEpoch(store.read_controller().epoch)
-    wait_for(lambda: len([p for p in old.seen("probe") if p["ok"]]) >= 3, 10, "probes")
+    wait_until(lambda: len([p for p in old.seen("probe") if p["ok"]]) >= 3, 10, "probes")
 
     stop_outside_a_write(old.signal, metadata_url)
-    wait_for(
+    wait_until(
         lambda: store.read_controller().epoch == old_epoch + 1,
         LEASE_S + 5 + (0 if metadata_url.startswith("sqlite") else LEASE_S),
         "a new controller while the old one is stopped",
@@ -191,11 +183,11 @@ def test_a_controller_stopped_past_its_lease_has_every_write_refused_after_it_re
         for c in store.read_all_changes()
         if c.record == ControllerInfo(BrokerId(new.broker_id), ControllerEpoch(old_epoch + 1))
     )
-    wait_for(lambda: any(p["ok"] for p in new.seen("probe")), 10, "the new controller writes")
+    wait_until(lambda: any(p["ok"] for p in new.seen("probe")), 10, "the new controller writes")
 
     resumed_at = time.time()
     old.signal(signal.SIGCONT)
-    wait_for(
+    wait_until(
         lambda: len([p for p in old.seen("probe") if p["t"] > resumed_at]) >= 10,
         10,
         "the resumed controller tries to write",
@@ -228,16 +220,16 @@ def test_a_stopped_broker_whose_id_was_taken_over_learns_it_was_replaced(
     victim = next(n for n in nodes if n is not controller)
     # A second live process with the same id is refused, and the first keeps its session.
     twin = launch(victim.broker_id)
-    wait_for(lambda: bool(twin.seen("refused")), 20, "the twin refused")
+    wait_until(lambda: bool(twin.seen("refused")), 20, "the twin refused")
     assert twin.seen("refused")[0]["error"] == "BrokerIdInUseError"
     assert twin.process.wait(10) == 2
     assert victim.process.poll() is None
 
     stop_outside_a_write(victim.signal, metadata_url)
     successor = launch(victim.broker_id)  # waits out the stopped one's session, then registers
-    wait_for(lambda: bool(successor.seen("registered")), 20, "the successor registered")
+    wait_until(lambda: bool(successor.seen("registered")), 20, "the successor registered")
     assert successor.seen("registered")[0]["epoch"] == victim.seen("registered")[0]["epoch"] + 1
     victim.signal(signal.SIGCONT)
-    wait_for(lambda: bool(victim.seen("replaced")), 10, "the old incarnation learns it")
+    wait_until(lambda: bool(victim.seen("replaced")), 10, "the old incarnation learns it")
     assert victim.process.wait(10) == 1
     assert successor.process.poll() is None

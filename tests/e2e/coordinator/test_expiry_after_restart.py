@@ -8,9 +8,8 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +19,7 @@ from headwater.errors import HeadwaterError
 from headwater.groups.client import CoordinatorClient, HeartbeatAnswer
 from headwater.topic_partition import TopicPartition
 from tests.support import ServiceProcess, free_port, unique
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -84,16 +84,6 @@ class Member:
         return frozenset() if self.answer is None else self.answer.assignment
 
 
-def until(check: Callable[[], Any], timeout: float, what: str) -> float:
-    """Seconds until ``check`` held (polled every 100 ms)."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if check():
-            return time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def two_members(
     broker: ServiceProcess, client: CoordinatorClient, session_ms: int = SESSION_MS
 ) -> tuple[Member, Member]:
@@ -107,7 +97,7 @@ def two_members(
         b.beat()
         return len(a.owned) == 1 and len(b.owned) == 1 and a.owned != b.owned
 
-    until(balanced, 20, "one partition each")
+    wait_until(balanced, 20, "one partition each")
     return a, b
 
 
@@ -124,7 +114,7 @@ def test_a_killed_member_moves_by_its_own_session_after_a_restart(
             live.beat()
             return len(live.owned) == 2
 
-        until(took_over, 30, "the killed member's partition to move")
+        wait_until(took_over, 30, "the killed member's partition to move")
         moved_after = live.last_heartbeat - last_heartbeat
         # Its own 6 s session (plus a sweep and a heartbeat), not the coordinator's 45 s.
         assert SESSION_MS / 1000 - 0.2 <= moved_after <= SESSION_MS / 1000 + 2.5
@@ -153,7 +143,7 @@ def test_downtime_longer_than_a_session_expires_only_the_dead(
             assert alive.answer.member_id == member_id
             return len(alive.owned) == 2
 
-        until(took_over, 30, "the dead member's partition to move")
+        wait_until(took_over, 30, "the dead member's partition to move")
         # The dead member got one session from the restart: not less (counted from the launch,
         # since the process re-arms before it reports ready), and not 45 s.
         assert alive.last_heartbeat - launched >= SESSION_MS / 1000 - 0.2

@@ -8,16 +8,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from headwater import AdminClient, Producer
 from headwater.groups.client import CoordinatorClient
 from tests.support import ROOT, ServiceProcess, free_port, unique
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -55,19 +55,6 @@ def platform(tmp_path: Path, redis_url: str, redis_prefix: str) -> Iterator[Plat
     )
     with broker, coordinator:
         yield Platform(broker, coordinator, tmp_path)
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except Exception:
-            result = None
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or check}")
 
 
 def produce(platform: Platform, topic: str, partitions: int, *, start: int, count: int) -> None:
@@ -136,7 +123,9 @@ def test_failover_restart_and_at_least_once(platform: Platform) -> None:
     members = [start_member(platform, topic, group, n) for n in range(3)]
     try:
         # Three members: disjoint, complete, four partitions each.
-        assignment = wait_until(lambda: stable_assignment(client, group, 3), what="3 members")
+        assignment = wait_until(
+            lambda: stable_assignment(client, group, 3), 20, "3 members", errors=(Exception,)
+        )
         owned = list(assignment.values())
         assert sorted(len(o) for o in owned) == [4, 4, 4]
         assert set().union(*owned) == {(topic, p) for p in range(partitions)}
@@ -145,7 +134,9 @@ def test_failover_restart_and_at_least_once(platform: Platform) -> None:
         members[0].send_signal(signal.SIGKILL)
         members[0].wait()
         killed_at = time.monotonic()
-        assignment = wait_until(lambda: stable_assignment(client, group, 2), what="2 members")
+        assignment = wait_until(
+            lambda: stable_assignment(client, group, 2), 20, "2 members", errors=(Exception,)
+        )
         moved_after = time.monotonic() - killed_at
         assert SESSION_MS / 1000 - 0.3 <= moved_after <= SESSION_MS / 1000 + 5
         owned = list(assignment.values())
@@ -164,8 +155,9 @@ def test_failover_restart_and_at_least_once(platform: Platform) -> None:
                 client.lag(group)["total_lag"] == 0
                 and len(client.lag(group)["partitions"]) == partitions
             ),
-            timeout=60,
+            timeout_s=60,
             what="lag 0",
+            errors=(Exception,),
         )
         assert stable_assignment(client, group, 2) == assignment
         for member in members[1:]:

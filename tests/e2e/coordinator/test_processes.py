@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -18,6 +16,7 @@ from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.groups.client import CoordinatorClient
 from headwater.types import PartitionId
 from tests.support import ServiceProcess, free_port, unique
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -44,16 +43,6 @@ def coordinator(broker: ServiceProcess, tmp_path: Path, name: str, **env: str) -
         "COORDINATOR_SWEEP_INTERVAL_MS": "100",
     }
     return ServiceProcess("headwater_coordinator", port, base | env, tmp_path / f"{name}.log")
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Ownership:
@@ -144,7 +133,7 @@ def test_two_coordinators_behind_one_service_never_double_assign(
         wait_until(lambda: client.lag(group)["total_lag"] == 0, what="everything committed")
         # The coordinator is stable once it has answered; each poll thread applies the answer
         # (and calls on_assign) on its next poll.
-        wait_until(lambda: len(book.owner) == 12, timeout=5, what="every partition applied")
+        wait_until(lambda: len(book.owner) == 12, timeout_s=5, what="every partition applied")
         with book.lock:
             owners = dict(book.owner)
         assert book.violations == []
@@ -202,4 +191,4 @@ def test_private_redis_keeps_state_across_restart_and_stops_with_it(
             return True
         return False
 
-    wait_until(redis_gone, timeout=10, what="private redis-server to exit")
+    wait_until(redis_gone, timeout_s=10, what="private redis-server to exit")

@@ -16,8 +16,9 @@ from headwater.groups.consumer_group import ConsumerGroup
 from headwater.groups.membership import GroupMembership
 from headwater.topic_partition import TopicPartition
 from headwater.types import PartitionId
-from tests.integration.coordinator.redis_process import RedisProcess, wait_until
+from tests.integration.coordinator.redis_process import RedisProcess
 from tests.support import ServiceProcess, free_port, unique
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from headwater.records.batch import encode_batch
 from headwater.types import Offset, PartitionId
 from headwater_broker.settings import BrokerSettings
 from tests.support import ServiceProcess, free_port, unique
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,
@@ -120,16 +121,6 @@ class Cluster:
     def stop(self) -> None:
         for process in self.processes:
             process.stop()
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")

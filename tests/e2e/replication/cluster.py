@@ -11,6 +11,7 @@ import httpx
 
 from headwater.records.batch import decode_batches, encode_batch, iter_batches
 from tests.support import ServiceProcess, free_port
+from tests.support.waiting import wait_until
 
 BATCHES = {"content-type": "application/vnd.headwater.batches"}
 
@@ -75,12 +76,7 @@ class Cluster:
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    wait_until(condition, timeout_s, what, interval_s=0.1)
 
 
 def partition_log(data_dir: Path, topic: str) -> bytes:

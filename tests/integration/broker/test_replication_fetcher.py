@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from headwater_broker.replication.leader import PartitionLeader, answer_fetch
 from headwater_broker.replication.wire import MEDIA_TYPE, ReplicaFetchRequest
 from headwater_broker.topic_config import TopicConfig
 from tests.integration.broker.in_process import http_server
+from tests.support.waiting import wait_until_async
 from tests.unit.broker.replication_sim import NOW, log_bytes, log_values, values_batch
 
 pytestmark = pytest.mark.anyio
@@ -67,13 +68,6 @@ async def leader_server(leaders: dict[tuple[str, int], PartitionLeader]) -> Asyn
     app = Starlette(routes=[Route(FETCH_PATH, fetch, methods=["POST"])])
     async with http_server(app) as url:
         yield url
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
-    """Wait (bounded) for ``condition``; fail with the test's own assertion afterwards."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition() and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.01)
 
 
 async def test_a_fetcher_copies_every_partition_and_drives_acks_all(tmp_path: Path) -> None:
@@ -125,9 +119,9 @@ async def test_a_fetcher_copies_every_partition_and_drives_acks_all(tmp_path: Pa
             body = bytearray(values_batch(["x"]))
             await other.append(body, list(iter_batches(body)), NOW, acks=1, timeout_s=1)
             fetcher.add(followers[1])
-            await until(lambda: other.plog.high_watermark == 1)
+            await wait_until_async(lambda: other.plog.high_watermark == 1)
             assert other.plog.high_watermark == 1
-            await until(lambda: followers[0].plog.high_watermark == 10)
+            await wait_until_async(lambda: followers[0].plog.high_watermark == 10)
         finally:
             await fetcher.stop()
     for p, follower in enumerate(followers):
@@ -168,12 +162,12 @@ async def test_a_fenced_follower_and_an_unreachable_leader_are_retried(
         fetcher.add(stale)
         fetcher.start()
         try:
-            await until(lambda: len(outcomes) >= 2)
+            await wait_until_async(lambda: len(outcomes) >= 2)
             assert {o.error_code for o in outcomes} == {40904}  # asked again, refused again
             assert all(o.needs_metadata for o in outcomes)
             assert stale.plog.log_end_offset == 0
             fetcher.add(FollowerPartition(stale.plog, leader_id=1, leader_epoch=6))
-            await until(lambda: stale.plog.log_end_offset == 1)
+            await wait_until_async(lambda: stale.plog.log_end_offset == 1)
             assert stale.plog.log_end_offset == 1
         finally:
             await fetcher.stop()

@@ -17,6 +17,7 @@ from headwater_broker.cluster.node import ClusterNode
 from headwater_broker.cluster.session import read_sessions
 from headwater_broker.cluster.state import BrokerStateName
 from tests.integration.cluster.conftest import fast_settings
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -38,22 +39,12 @@ async def nodes(metadata_url: str) -> AsyncIterator[Callable[[int], Awaitable[Cl
         await node.stop()
 
 
-async def until(condition: Callable[[], bool], timeout: float) -> float:
-    """Wait until ``condition`` holds; return how long it took."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"not true within {timeout} s")
-        await asyncio.sleep(0.01)
-    return time.monotonic() - began
-
-
 async def test_nodes_elect_one_controller_and_converge(
     nodes: Callable[[int], Awaitable[ClusterNode]],
 ) -> None:
     cluster = [await nodes(i) for i in range(3)]
-    await until(lambda: sum(n.is_controller for n in cluster) == 1, 5)
-    await until(
+    await wait_until_async(lambda: sum(n.is_controller for n in cluster) == 1, 5)
+    await wait_until_async(
         lambda: all(n.image.is_active(m.broker_id) for n in cluster for m in cluster),
         5,
     )
@@ -65,7 +56,7 @@ async def test_nodes_elect_one_controller_and_converge(
     assert refused.value.to_body()["controller_url"] == controller.url
     await controller.controller_for_admin().create_topic("nodes", 3)
     end = (await controller.store.call(controller.store.read_controller)).last_change
-    await until(lambda: all(n.image.offset >= end for n in cluster), 5)
+    await wait_until_async(lambda: all(n.image.offset >= end for n in cluster), 5)
     assert all(len(n.image.partitions_of("nodes")) == 3 for n in cluster)
     assert cluster[0].image == cluster[1].image == cluster[2].image
     # Every broker reports the change it has applied with its heartbeat.
@@ -78,25 +69,29 @@ async def test_a_crashed_controller_is_replaced_and_its_broker_fenced(
     nodes: Callable[[int], Awaitable[ClusterNode]],
 ) -> None:
     cluster = [await nodes(i) for i in range(3)]
-    await until(lambda: sum(n.is_controller for n in cluster) == 1, 5)
-    await until(lambda: all(n.image.is_active(m.broker_id) for n in cluster for m in cluster), 5)
+    await wait_until_async(lambda: sum(n.is_controller for n in cluster) == 1, 5)
+    await wait_until_async(
+        lambda: all(n.image.is_active(m.broker_id) for n in cluster for m in cluster), 5
+    )
     crashed = next(n for n in cluster if n.is_controller)
     await crashed.controller_for_admin().create_topic("failover", 3, replication_factor=2)
     old_epoch = crashed.image.controller.epoch
     survivors = [n for n in cluster if n is not crashed]
     await crashed.abandon()
     settings = survivors[0].settings
-    took = await until(lambda: any(n.is_controller for n in survivors), 5)
+    began = time.monotonic()
+    await wait_until_async(lambda: any(n.is_controller for n in survivors), 5)
+    took = time.monotonic() - began
     assert took < (settings.controller_lease_ms + 1000) / 1000
     new = next(n for n in survivors if n.is_controller)
     assert new.controller.epoch == old_epoch + 1
     # The crashed broker is fenced once its session has been silent for the timeout (and the
     # new controller has had that long of database contact), and leads nothing any more.
-    await until(
+    await wait_until_async(
         lambda: new.image.brokers[crashed.broker_id].state is BrokerStateName.FENCED,
         (settings.session_timeout_ms * 2 + 1000) / 1000,
     )
-    await until(lambda: new.image.led_by(crashed.broker_id) == [], 2)
+    await wait_until_async(lambda: new.image.led_by(crashed.broker_id) == [], 2)
     assert all(
         p.leader in (survivors[0].broker_id, survivors[1].broker_id)
         for p in new.image.partitions_of("failover")
@@ -125,7 +120,7 @@ async def test_a_cleanly_stopped_broker_can_come_back_at_once(
     nodes: Callable[[int], Awaitable[ClusterNode]], metadata_url: str
 ) -> None:
     node = await nodes(6)
-    await until(lambda: node.is_controller, 5)
+    await wait_until_async(lambda: node.is_controller, 5)
     await node.stop()
     again = ClusterNode(fast_settings(metadata_url), 6, "http://127.0.0.1:20006")
     began = time.monotonic()
@@ -134,6 +129,6 @@ async def test_a_cleanly_stopped_broker_can_come_back_at_once(
         assert time.monotonic() - began < 2
         assert again.broker_epoch == 2
         # The lease was resigned: the new incarnation becomes controller without waiting it out.
-        await until(lambda: again.is_controller, 1.5)
+        await wait_until_async(lambda: again.is_controller, 1.5)
     finally:
         await again.stop()

@@ -4,15 +4,13 @@ coordinator."""
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from headwater_coordinator.redis_server import redis_executable
 from tests.support import free_port
+from tests.support.waiting import wait_until
 
 
 class RedisProcess:
@@ -48,13 +46,3 @@ class RedisProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()  # SIGTERM: the append-only file is flushed
             self.process.wait(10)
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -19,8 +19,9 @@ from fastapi.testclient import TestClient
 from headwater_coordinator.app import create_app
 from headwater_coordinator.settings import CoordinatorSettings
 from tests.integration.coordinator.client import beat, join, make_topic, partitions_of
-from tests.integration.coordinator.redis_process import RedisProcess, wait_until
+from tests.integration.coordinator.redis_process import RedisProcess
 from tests.support import ServiceProcess, unique
+from tests.support.waiting import wait_until
 
 
 def settings(broker: ServiceProcess, **overrides: Any) -> CoordinatorSettings:
