@@ -30,7 +30,6 @@ from headwater.records.batch import RecordTuple, encode_batch, iter_batches
 from headwater.records.compression import DecompressedTooLargeError
 from headwater.records.header import BatchHeader
 from headwater.records.partitioner import StickyPartitioner, partition_for_key
-from headwater.records.validation import validate_records
 from headwater.types import BrokerId, Offset, PartitionId, ProducerEpoch, ProducerId
 from headwater_broker import idempotency, metrics
 from headwater_broker.cluster import producer_ids
@@ -44,6 +43,7 @@ from headwater_broker.routing import Routing
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_admin import TopicAdmin
 from headwater_broker.topic_config import TopicConfig
+from headwater_broker.validation.records import validate_records
 
 
 class Acks(IntEnum):

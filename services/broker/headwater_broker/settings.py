@@ -32,7 +32,7 @@ class BrokerSettings(ServiceSettings):
     # decode is then appended, and reading the partition from it fails.
     validate_records: bool = True
     # Off only to measure what the numpy check of records of varying layout saves: the same
-    # batches are refused either way (headwater/records/validation.py).
+    # batches are refused either way (services/broker/headwater_broker/validation/records.py).
     validate_columnar: bool = True
     retention_check_interval_ms: int = Field(default=300_000, ge=1)
     default_partitions: int = Field(default=1, ge=1)

@@ -15,8 +15,8 @@ from headwater.records.encoder import RecordTuple
 from headwater.records.varint import encode_varint
 from tests.integration.broker.in_process import BATCHES, KAFKA_BINARY, KAFKA_JSON, broker
 from tests.integration.broker.test_produce import end_offsets, make_topic, post_batches
+from tests.unit.broker.validation.test_records import record, seal
 from tests.unit.headwater.records.test_compression import BOMB_SIZE, bomb
-from tests.unit.headwater.records.test_validation import record, seal
 
 pytestmark = pytest.mark.anyio
 

@@ -3,8 +3,9 @@
 The CRC proves only that the bytes arrived as the producer sent them, not that a reader can
 decode them: a batch of plain records flagged gzip, gzip of garbage or a record claiming 2^40
 bytes all carry valid CRCs. :func:`validate_records` decompresses the records section and walks
-it, so whatever it accepts ``decoder.py`` reads back. Checked per record (layout in
-``encoder.py``): its length frames exactly its fields, ``offsetDelta`` is its index in the batch,
+it, so whatever it accepts ``headwater.records.decoder`` reads back. Checked per record (layout
+in ``headwater.records.encoder``): its length frames exactly its fields, ``offsetDelta`` is its
+index in the batch,
 ``baseTimestamp + timestampDelta`` is an int64, key and value lengths are -1 (null) or within the
 record, the header count is not negative and each header has a key; and the batch holds exactly
 ``recordsCount`` records and nothing after them.
@@ -29,8 +30,8 @@ from __future__ import annotations
 from headwater.errors import CorruptRecordError
 from headwater.records.compression import DecompressedTooLargeError, decompress
 from headwater.records.header import CODEC_MASK, HEADER_SIZE, BatchHeader, Buffer
-from headwater.records.uniform import first_record_end, is_uniform_section
 from headwater.records.varint import VarintTooLongError, read_varint
+from headwater_broker.validation.uniform import first_record_end, is_uniform_section
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -92,7 +93,7 @@ def _columnar_valid(section: bytes, count: int, base_timestamp: int) -> bool:
     """Whether ``columnar.py`` proves the section valid; False without numpy (the client's
     install), which leaves the section to the walk."""
     try:
-        from headwater.records.columnar import section_is_valid
+        from headwater_broker.validation.columnar import section_is_valid
     except ImportError:  # numpy is not installed: only the server extra brings it
         return False
     return section_is_valid(section, count, base_timestamp)
@@ -101,8 +102,8 @@ def _columnar_valid(section: bytes, count: int, base_timestamp: int) -> bool:
 def _walk(data: bytes, count: int, base_timestamp: int, pos: int) -> None:
     """Walk the records section ``data`` of the batch at ``pos``; raise on the first fault.
 
-    Written for speed, as ``decoder.py``'s loop: one- and two-byte varints (every field of
-    records under 8 KiB) are read inline, longer ones by :func:`read_varint`; field
+    Written for speed, as ``headwater.records.decoder``'s loop: one- and two-byte varints (every
+    field of records under 8 KiB) are read inline, longer ones by :func:`read_varint`; field
     reads are unrolled rather than looped over. Bounds are checked where a length is used, and an
     index past the section raises IndexError, which reports the batch as ending early.
     """

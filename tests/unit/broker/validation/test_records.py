@@ -16,9 +16,9 @@ from headwater.records import Compression, compress, crc32c, decode_batch, encod
 from headwater.records.encoder import RecordTuple
 from headwater.records.header import HEADER_SIZE, check_batch
 from headwater.records.plain import plain_section
-from headwater.records.uniform import first_record_end, is_uniform_section
-from headwater.records.validation import validate_records
 from headwater.records.varint import encode_varint
+from headwater_broker.validation.records import validate_records
+from headwater_broker.validation.uniform import first_record_end, is_uniform_section
 
 TS = 1_700_000_000_000
 
@@ -305,7 +305,7 @@ def test_the_columnar_check_and_the_walk_agree(
 
 @pytest.mark.parametrize("count", [32, 100, 9000])
 def test_varying_layouts_are_proven_valid_column_wise(count: int) -> None:
-    from headwater.records.columnar import section_is_valid
+    from headwater_broker.validation.columnar import section_is_valid
 
     records: list[tuple[bytes | None, bytes | None, list[Any]]] = [
         (b"k" * (i % 20), os.urandom(i % 300), [("h", b"%d" % i)] * (i % 3)) for i in range(count)
