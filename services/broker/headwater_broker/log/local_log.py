@@ -14,6 +14,7 @@ Failed writes (a full or broken disk) are ``StorageError`` caused by the ``OSErr
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import contextlib
 import itertools
@@ -344,3 +345,39 @@ class LocalLog:
         except FileNotFoundError:
             return None
         return target
+
+
+class GroupCommit:
+    """fdatasync of a local log's active segment, one at a time (``BROKER_FSYNC=always``):
+    appends written while one runs wait for, and share, the next. ``on_synced(end)`` is told
+    the log end each sync covered. A failed sync is a StorageError caused by the OSError; what
+    it covered is neither acknowledged nor visible, and a later sync covers it."""
+
+    def __init__(self, local: LocalLog, on_synced: Callable[[Offset], None]) -> None:
+        self.local = local
+        self.on_synced = on_synced
+        self._task: asyncio.Task[None] | None = None
+
+    async def until(self, offset: int, synced_end: Callable[[], int]) -> None:
+        """Return once ``synced_end()`` (what the syncs so far covered) reaches ``offset``."""
+        while synced_end() < offset:
+            if self._task is None:
+                self._task = asyncio.create_task(self._sync())
+            await asyncio.shield(self._task)
+
+    async def idle(self) -> None:
+        """Wait for a sync in flight (it uses the active segment's descriptor)."""
+        task = self._task
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    async def _sync(self) -> None:
+        segment, end = self.local.active, self.local.log_end_offset
+        try:
+            await asyncio.to_thread(segment.flush)
+        except OSError as exc:
+            raise StorageError(f"fsync of {segment.log_path}: {exc}") from exc
+        finally:
+            self._task = None
+        self.on_synced(end)

@@ -31,7 +31,6 @@ threading policy in ``headwater_broker.broker``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ from headwater.records.batch import (
 )
 from headwater.types import Offset, PartitionId, TimestampMs
 from headwater_broker.log.leader_epoch import LeaderEpochCache
-from headwater_broker.log.local_log import LocalLog
+from headwater_broker.log.local_log import GroupCommit, LocalLog
 from headwater_broker.log.offset_file import read_offset, write_offset
 from headwater_broker.log.producer_state import (
     ProducerEntry,
@@ -119,7 +118,7 @@ class PartitionLog:
         self._hw_moved = Signal()  # long-polling fetches wait for the high watermark to move
         self._end_moved = Signal()  # follower fetches at the leader, for the log end
         self._checkpointed_hw = -1
-        self._sync_task: asyncio.Task[None] | None = None
+        self._commit = GroupCommit(local, self._publish)
         self.closed = False
         self.deleted = False
         local.on_roll = self._snapshot_producers
@@ -253,7 +252,7 @@ class PartitionLog:
         """
         async with self.lock:
             if self.closed:
-                raise self._closed_error()
+                raise self.closed_error()
             if guard is not None:
                 guard()
             results, writes = self._plan(batches, now_ms)
@@ -294,7 +293,7 @@ class PartitionLog:
         batches = list(iter_batches(buf))
         async with self.lock:
             if self.closed:
-                raise self._closed_error()
+                raise self.closed_error()
             expected: int = self.log_end_offset
             writes: list[tuple[int, int, int]] = []
             records = 0
@@ -327,28 +326,10 @@ class PartitionLog:
 
     async def _sync_until(self, offset: int) -> None:
         """Return once everything below ``offset`` is fdatasynced and counted as local end."""
-        while self.local_end_offset < offset:
-            if self._sync_task is None:
-                self._sync_task = asyncio.create_task(self._sync())
-            await asyncio.shield(self._sync_task)
-
-    async def _sync(self) -> None:
-        """One fdatasync of the active segment covering every byte written so far."""
-        segment, end = self.active, self.log_end_offset
-        try:
-            await asyncio.to_thread(segment.flush)
-        except OSError as exc:
-            # Not acknowledged and not visible; a later successful sync covers these bytes.
-            raise StorageError(f"fsync of {segment.log_path}: {exc}") from exc
-        finally:
-            self._sync_task = None
-        self._publish(end)
+        await self._commit.until(offset, lambda: self.local_end_offset)
 
     def closed_error(self) -> BrokerError:
         """What a request to this log gets once it is closed (40401 when deleted, else 50003)."""
-        return self._closed_error()
-
-    def _closed_error(self) -> BrokerError:
         if self.deleted:
             return TopicNotFoundError(f"Topic '{self.topic}' was deleted")
         return StorageError(f"Partition {self.topic}-{self.partition} is closed")
@@ -519,8 +500,8 @@ class PartitionLog:
         """
         async with self.lock:
             if self.closed:
-                raise self._closed_error()
-            await self._idle_sync()
+                raise self.closed_error()
+            await self._commit.idle()
             if offset >= self.log_end_offset:
                 # Nothing to cut, but an epoch that wrote nothing here (this replica led
                 # briefly) must go, or the next fetch would name it again.
@@ -542,21 +523,14 @@ class PartitionLog:
         ends before the leader's log start)."""
         async with self.lock:
             if self.closed:
-                raise self._closed_error()
-            await self._idle_sync()
+                raise self.closed_error()
+            await self._commit.idle()
             try:
                 self._restart_at(offset)
             except OSError as exc:
                 raise StorageError(
                     f"restarting {self.topic}-{self.partition} at {offset}: {exc}"
                 ) from exc
-
-    async def _idle_sync(self) -> None:
-        """Wait for an fdatasync in flight (it uses the active segment's descriptor)."""
-        task = self._sync_task
-        if task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(task)
 
     def _truncate(self, offset: int) -> None:
         before = self.log_end_offset
