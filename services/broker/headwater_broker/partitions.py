@@ -27,7 +27,8 @@ from headwater.topic_partition import TopicPartition
 from headwater.types import BrokerId, PartitionId
 from headwater_broker import catalog, metrics
 from headwater_broker.cluster.state import LeaderEpoch, TopicState
-from headwater_broker.log.partition import FsyncPolicy, PartitionLog, partition_dir_name
+from headwater_broker.log.local_log import FsyncPolicy, partition_dir_name
+from headwater_broker.log.partition import PartitionLog
 from headwater_broker.producer_registry import ProducerRegistry
 from headwater_broker.replication.leader import PartitionLeader
 from headwater_broker.topic_config import TopicConfig
@@ -157,7 +158,7 @@ class PartitionRegistry:
         local.overrides = dict(topic.configs)
         local.config = TopicConfig.from_overrides(local.overrides)
         for hosted in local.partitions.values():
-            hosted.log.config = local.config
+            hosted.log.local.config = local.config
         log.info("configs of topic %s: %s", topic.name, local.overrides)
 
     def remove(self, topic: str, partition: int) -> HostedPartition | None:

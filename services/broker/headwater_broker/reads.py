@@ -15,7 +15,7 @@ from headwater.records.batch import Record, decode_batch
 from headwater.types import Offset, TimestampMs
 from headwater_broker import metrics
 from headwater_broker.appends import max_decompressed
-from headwater_broker.log.partition import FetchData
+from headwater_broker.log.local_log import FetchData
 from headwater_broker.replication.leader import PartitionLeader
 from headwater_broker.routing import Routing
 from headwater_broker.settings import BrokerSettings

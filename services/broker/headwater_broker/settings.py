@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from headwater_broker.cluster.settings import ClusterSettings
-from headwater_broker.log.partition import FsyncPolicy
+from headwater_broker.log.local_log import FsyncPolicy
 from headwater_kernel.settings import ServiceSettings
 
 

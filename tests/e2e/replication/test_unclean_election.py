@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from headwater.records.batch import encode_batch
-from headwater_broker.log.partition import HIGH_WATERMARK_FILE
+from headwater_broker.log.watermarks import HIGH_WATERMARK_FILE
 from tests.e2e.replication.cluster import (
     BATCHES,
     Cluster,

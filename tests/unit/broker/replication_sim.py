@@ -16,7 +16,8 @@ from pathlib import Path
 from headwater.errors import NotLeaderOrFollowerError
 from headwater.records.batch import decode_batches, encode_batch, iter_batches
 from headwater.types import PartitionId
-from headwater_broker.log.partition import FsyncPolicy, PartitionLog
+from headwater_broker.log.local_log import FsyncPolicy
+from headwater_broker.log.partition import PartitionLog
 from headwater_broker.replication.follower import ApplyOutcome, FollowerPartition
 from headwater_broker.replication.leader import PartitionLeader, serve_fetch
 from headwater_broker.replication.wire import (
@@ -212,7 +213,7 @@ class Sim:
         if replica.leader is not None:
             replica.leader.resign()
             replica.leader = None
-        for segment in replica.plog.segments:
+        for segment in replica.plog.local.segments:
             segment.close()
         replica.plog = self._open(replica.path)
         replica.incarnation += 1

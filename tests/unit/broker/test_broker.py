@@ -173,7 +173,7 @@ def test_a_failed_fsync_under_interval_takes_the_storage_offline(tmp_path: Path)
         try:
             await broker.admin.create_topic("orders", 1)
             await broker.appends.produce("orders", 0, Records(record(None, b"v")))
-            segment = broker.routing.served_log("orders", 0).active
+            segment = broker.routing.served_log("orders", 0).local.active
             # A pipe's descriptor in place of the segment file's: fdatasync fails (EINVAL).
             read_end, write_end = os.pipe()
             good, segment._fd = segment._fd, write_end

@@ -56,7 +56,7 @@ def append(plog: PartitionLog, *batches: bytes, now: int = NOW) -> list[AppendRe
 
 def crash(plog: PartitionLog) -> None:
     """Drop a log as kill -9 would: files closed, no index or snapshot written."""
-    for segment in plog.segments:
+    for segment in plog.local.segments:
         segment.close()
 
 
@@ -354,9 +354,9 @@ def test_idempotent_retry_gets_original_offsets_and_appends_nothing(tmp_path: Pa
     first = batch(3, pid=7, epoch=0, seq=0)
     append(plog, batch(2))
     assert append(plog, first) == [result(2, 4, False)]
-    size = plog.active.size
+    size = plog.local.active.size
     assert append(plog, first) == [result(2, 4, True)]
-    assert (plog.active.size, plog.log_end_offset) == (size, 5)
+    assert (plog.local.active.size, plog.log_end_offset) == (size, 5)
 
 
 def test_sequence_gap_and_stale_epoch_are_rejected_without_change(tmp_path: Path) -> None:
@@ -401,7 +401,7 @@ def test_a_flush_returns_only_once_a_flush_in_flight_elsewhere_made_the_bytes_du
     # and the next segment durably) before the closing segment's bytes are durable.
     plog = open_log(tmp_path)
     append(plog, batch(2))
-    segment = plog.active
+    segment = plog.local.active
     real = os.fdatasync
     in_flight, release = threading.Event(), threading.Event()
     events: list[str] = []
@@ -436,7 +436,7 @@ def test_batches_larger_than_the_scan_chunk_are_found_and_read_whole(tmp_path: P
     plog = open_log(tmp_path, index_interval_bytes=10_000_000)
     for _ in range(4):
         append(plog, big)
-    assert len(plog.active.index) == 0  # every lookup scans headers from position 0
+    assert len(plog.local.active.index) == 0  # every lookup scans headers from position 0
     data = plog.read(7, 1)
     assert (len(data.data), data.next_offset, data.records) == (len(big), 8, 2)
     assert offsets_read(plog, 5, 2 * len(big)) == [4, 5, 6, 7]

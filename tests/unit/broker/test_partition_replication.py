@@ -13,7 +13,9 @@ from headwater.errors import CorruptRecordError, OffsetOutOfRangeError
 from headwater.records.batch import decode_batches, encode_batch, iter_batches
 from headwater.types import PartitionId
 from headwater_broker.log.leader_epoch import CHECKPOINT_FILE, EpochEntry
-from headwater_broker.log.partition import HIGH_WATERMARK_FILE, FsyncPolicy, PartitionLog
+from headwater_broker.log.local_log import FsyncPolicy
+from headwater_broker.log.partition import PartitionLog
+from headwater_broker.log.watermarks import HIGH_WATERMARK_FILE
 from headwater_broker.replication.follower import FollowerPartition
 from headwater_broker.topic_config import TopicConfig
 
@@ -68,7 +70,7 @@ def epochs_in(data: bytes) -> list[int]:
 
 
 def crash(plog: PartitionLog) -> None:
-    for segment in plog.segments:
+    for segment in plog.local.segments:
         segment.close()
 
 
@@ -140,12 +142,12 @@ async def test_truncate_to_cuts_whole_batches_across_segments(tmp_path: Path) ->
     for epoch in (1, 1, 2, 2, 3, 3, 3):
         await lead(plog, epoch, batch(2, size=60))
     assert plog.log_end_offset == 14
-    assert len(plog.segments) == 4
+    assert len(plog.local.segments) == 4
     plog.advance_high_watermark(14)
     # Offset 7 is inside the batch [6, 7]: that batch goes too.
     assert await plog.truncate_to(7) == 6
     assert (plog.log_end_offset, plog.high_watermark, plog.local_end_offset) == (6, 6, 6)
-    assert [s.base_offset for s in plog.segments] == [0, 4]
+    assert [s.base_offset for s in plog.local.segments] == [0, 4]
     assert sorted(p.name for p in tmp_path.glob("*.log")) == [
         "00000000000000000000.log",
         "00000000000000000004.log",
@@ -175,8 +177,8 @@ async def test_truncate_at_a_segment_base_and_past_the_end(tmp_path: Path) -> No
         await lead(plog, 1, batch(2, size=60))
     assert await plog.truncate_to(20) == 8  # past the end: nothing changes
     assert await plog.truncate_to(4) == 4
-    assert [s.base_offset for s in plog.segments] == [0, 4]
-    assert plog.active.size == 0
+    assert [s.base_offset for s in plog.local.segments] == [0, 4]
+    assert plog.local.active.size == 0
     assert await plog.truncate_to(0) == 0
     assert plog.log_end_offset == 0
     assert plog.epochs.entries() == []
@@ -265,7 +267,7 @@ async def test_damaged_epoch_checkpoint_is_rebuilt_from_the_log(tmp_path: Path) 
     for epoch in (1, 1, 3, 3, 6):
         await lead(plog, epoch, batch(2))
     expected = plog.epochs.entries()
-    assert len(plog.segments) > 2
+    assert len(plog.local.segments) > 2
     plog.close()
     (tmp_path / CHECKPOINT_FILE).write_text("0\n3\n1 0\n")  # torn: count says 3
     reopened = open_log(tmp_path, segment_bytes=200)
@@ -306,7 +308,7 @@ async def test_fsync_always_counts_only_synced_batches_as_the_local_end(tmp_path
     await follower.append_as_follower(stored(leader), NOW)
     # So does the follower's: the fetch offset it reports next counts only synced batches.
     assert follower.local_end_offset == follower.log_end_offset == 5
-    assert not follower.active.dirty
+    assert not follower.local.active.dirty
 
 
 async def test_a_follower_names_its_log_end_in_a_fetch_only_once_it_is_synced(
@@ -323,7 +325,7 @@ async def test_a_follower_names_its_log_end_in_a_fetch_only_once_it_is_synced(
     follower = FollowerPartition(plog, leader_id=2, leader_epoch=2)
     entry = await follower.durable_fetch_entry()
     assert (entry.fetch_offset, plog.local_end_offset) == (2, 2)
-    assert not plog.active.dirty
+    assert not plog.local.active.dirty
     await appending
 
 
@@ -335,7 +337,7 @@ async def test_recovery_keeps_older_epochs_when_a_newer_one_wrote_nothing(tmp_pa
     plog = open_log(tmp_path, segment_bytes=5 * len(one))
     for _ in range(6):
         await lead(plog, 1, one)
-    assert len(plog.segments) == 2
+    assert len(plog.local.segments) == 2
     plog.assign_leader_epoch(2)
     assert plog.epochs.entries() == [EpochEntry(1, 0), EpochEntry(2, 6)]
     crash(plog)

@@ -22,7 +22,9 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from headwater.errors import StorageError
 from headwater.records.batch import HEADER_SIZE, BatchHeader, decode_batch, parse_header
@@ -34,6 +36,26 @@ from headwater_broker.topic_config import TopicConfig
 log = logging.getLogger("headwater.broker.partition")
 
 LOG_START_FILE = "log-start-offset"
+
+FsyncPolicy = Literal["always", "interval", "never"]
+"""When appended bytes are fdatasynced: before the append is answered (and readable), every
+``BROKER_FSYNC_INTERVAL_MS`` in the background, or only when a segment rolls or closes."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole stored batches read from a partition, and the partition's bounds at that moment."""
+
+    data: bytes
+    records: int  # records in the returned batches (some may precede the asked offset)
+    next_offset: Offset
+    high_watermark: Offset
+    log_start_offset: Offset
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """A replica's directory under the data directory: ``<topic>-<partition>``."""
+    return f"{topic}-{partition}"
 
 
 def fsync_directory(path: Path) -> None:

@@ -8,21 +8,11 @@ epochs recorded as batches land, group commit under ``BROKER_FSYNC=always``, and
 the epochs and producer state rebuilt from what remains. Offsets start at 0, only grow and are
 never reused.
 
-Replication (docs/cluster.md, "Replication"). Three ends are kept apart:
+The high watermark and this replica's own end for it: ``watermarks.py``.
 
-- ``log_end_offset``: the next offset to assign; every batch below it is written (maybe unsynced).
-- ``local_end_offset``: what this replica counts as its own log end when the high watermark is
-  computed -- every written batch, or under ``BROKER_FSYNC=always`` only the fsynced ones.
-- ``high_watermark``: consumers read below it only. A partition that is not ``replicated`` (one
-  replica, the behaviour before the cluster) moves it with ``local_end_offset``; a replicated one
-  has it moved by the replication layer (``advance_high_watermark``: the lowest log end over the
-  in-sync set) and checkpoints it in ``replication-offset-checkpoint``.
-
-A leader stamps its leader epoch into every batch it appends (``append(..., leader_epoch=)``) and
-records each new epoch's first offset in the leader-epoch checkpoint (leader_epoch.py); a follower
-appends the leader's batches unchanged (``append_as_follower``), offsets and epochs kept, and
-rebuilds producer state from them; ``truncate_to`` cuts a divergent tail (segments, indexes,
-epochs and producer state follow).
+A leader stamps its leader epoch into every batch it appends and records each new epoch's first
+offset (leader_epoch.py); a follower appends the leader's batches unchanged
+(``append_as_follower``); ``truncate_to`` cuts a divergent tail.
 
 What runs on the event loop, what in threads, and how appends are serialised and synced: the
 threading policy in ``headwater_broker.broker``.
@@ -31,11 +21,11 @@ threading policy in ``headwater_broker.broker``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from headwater.errors import (
     BrokerError,
@@ -54,8 +44,7 @@ from headwater.records.batch import (
 )
 from headwater.types import Offset, PartitionId, TimestampMs
 from headwater_broker.log.leader_epoch import LeaderEpochCache
-from headwater_broker.log.local_log import GroupCommit, LocalLog
-from headwater_broker.log.offset_file import read_offset, write_offset
+from headwater_broker.log.local_log import FetchData, FsyncPolicy, GroupCommit, LocalLog
 from headwater_broker.log.producer_state import (
     ProducerEntry,
     ProducerStateTable,
@@ -63,16 +52,12 @@ from headwater_broker.log.producer_state import (
     prune_snapshots,
     recover_producers,
 )
-from headwater_broker.log.segment import Segment, WrittenBatch
-from headwater_broker.log.signal import Signal
+from headwater_broker.log.segment import WrittenBatch
+from headwater_broker.log.watermarks import Watermarks
 from headwater_broker.topic_config import TopicConfig
 
 log = logging.getLogger("headwater.broker.partition")
 
-FsyncPolicy = Literal["always", "interval", "never"]
-"""When appended bytes are fdatasynced: before the append is answered (and readable), every
-``BROKER_FSYNC_INTERVAL_MS`` in the background, or only when a segment rolls or closes."""
-HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 _MAX_IOV = 512  # stay well below IOV_MAX (1024) for one pwritev
 
 
@@ -86,39 +71,20 @@ class AppendResult:
     duplicate: bool
 
 
-@dataclass(frozen=True, slots=True)
-class FetchData:
-    """Whole stored batches read from a partition, and the partition's bounds at that moment."""
-
-    data: bytes
-    records: int  # records in the returned batches (some may precede the asked offset)
-    next_offset: Offset
-    high_watermark: Offset
-    log_start_offset: Offset
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
 class PartitionLog:
     """One topic partition's replica: its local log and the state above it."""
 
     def __init__(self, local: LocalLog, fsync: FsyncPolicy) -> None:
         self.local = local
+        self.directory = local.directory
         self.topic = local.topic
         self.partition = local.partition
         self.fsync = fsync
-        self.local_end_offset = Offset(0)  # this replica's end for the high watermark
-        self.high_watermark = Offset(0)  # next offset readers may see
-        self.replicated = False  # the high watermark is moved by replication, not by appends
+        self.marks = Watermarks(local.directory, sync=fsync != "never")
         self.epochs = LeaderEpochCache(local.directory, sync=fsync != "never")
         self.producers = ProducerStateTable()
         self.lock = asyncio.Lock()
-        self._hw_moved = Signal()  # long-polling fetches wait for the high watermark to move
-        self._end_moved = Signal()  # follower fetches at the leader, for the log end
-        self._checkpointed_hw = -1
-        self._commit = GroupCommit(local, self._publish)
+        self._commit = GroupCommit(local, self.marks.publish)
         self.closed = False
         self.deleted = False
         local.on_roll = self._snapshot_producers
@@ -126,28 +92,26 @@ class PartitionLog:
     # --- the local log's facts ---------------------------------------------------------------
 
     @property
-    def directory(self) -> Path:
-        return self.local.directory
-
-    @property
     def config(self) -> TopicConfig:
+        """The topic's configs (``set_configs`` of the registry sets the local log's)."""
         return self.local.config
-
-    @config.setter
-    def config(self, config: TopicConfig) -> None:
-        self.local.config = config
-
-    @property
-    def segments(self) -> list[Segment]:
-        return self.local.segments
-
-    @property
-    def active(self) -> Segment:
-        return self.local.active
 
     @property
     def log_start_offset(self) -> Offset:
         return self.local.log_start_offset
+
+    @property
+    def high_watermark(self) -> Offset:
+        """The next offset readers may see (``watermarks.py``)."""
+        return self.marks.high_watermark
+
+    @property
+    def local_end_offset(self) -> Offset:
+        return self.marks.local_end_offset
+
+    @property
+    def replicated(self) -> bool:
+        return self.marks.replicated
 
     @property
     def log_end_offset(self) -> Offset:
@@ -175,17 +139,13 @@ class PartitionLog:
             directory, topic, partition, config, sync=fsync != "never"
         )
         plog = cls(local, fsync)
-        plog.local_end_offset = plog.high_watermark = local.log_end_offset
+        plog.marks.reset(local.log_end_offset)
         plog._recover_epochs(active_headers)
         plog._recover_producers(active_headers)
-        plog.replicated = replicated
+        plog.marks.replicated = replicated
         if replicated:
-            plog.high_watermark = Offset(
-                max(
-                    plog.log_start_offset,
-                    min(read_offset(directory / HIGH_WATERMARK_FILE), plog.log_end_offset),
-                )
-            )
+            checkpointed = min(plog.marks.read_checkpoint(), plog.log_end_offset)
+            plog.marks.high_watermark = Offset(max(plog.log_start_offset, checkpointed))
         return plog
 
     def _recover_epochs(self, active_headers: list[BatchHeader]) -> None:
@@ -202,7 +162,7 @@ class PartitionLog:
         """Producer state as of the log end: newest usable snapshot, then the headers after it."""
         active = active_headers
         if active is None:
-            active = [h for _pos, h in self.active.headers()]
+            active = [h for _pos, h in self.local.active.headers()]
 
         def headers_from(start: int) -> Iterator[BatchHeader]:
             yield from self.local.headers(start, closed_only=True)
@@ -216,18 +176,8 @@ class PartitionLog:
         prune_snapshots(self.directory)
 
     def checkpoint_high_watermark(self) -> bool:
-        """Write the high watermark to ``replication-offset-checkpoint`` if it moved; True if so.
-
-        Atomic; fsynced unless the fsync policy is ``never``. A crash loses at most the
-        movement since the last checkpoint: the high watermark only restarts lower, never
-        higher than what replicas hold.
-        """
-        hw = self.high_watermark
-        if hw == self._checkpointed_hw or not self.directory.exists():
-            return False
-        write_offset(self.directory / HIGH_WATERMARK_FILE, hw, sync=self.fsync != "never")
-        self._checkpointed_hw = hw
-        return True
+        """Checkpoint the high watermark if it moved (``Watermarks.checkpoint``)."""
+        return self.marks.checkpoint()
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -261,10 +211,9 @@ class PartitionLog:
                     self._assign_epoch(leader_epoch, writes[0][1])
                 self._write(buf, batches, writes, now_ms, leader_epoch=leader_epoch)
             written = self.log_end_offset
-        if self.fsync == "always":
-            # Outside the lock: appends that arrive meanwhile are written and share the next
-            # fdatasync (group commit). Duplicates wait too: their original may be unsynced.
-            await self._sync_until(written)
+        # Outside the lock: appends that arrive meanwhile are written and share the next
+        # fdatasync (group commit). Duplicates wait too: their original may be unsynced.
+        await self._sync_until(written)
         return results
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
@@ -308,8 +257,7 @@ class PartitionLog:
                 records += header.records_count
             self._write(buf, batches, writes, now_ms, follower=True)
             written = self.log_end_offset
-        if self.fsync == "always":
-            await self._sync_until(written)
+        await self._sync_until(written)
         return records
 
     async def sync_written(self) -> None:
@@ -321,12 +269,13 @@ class PartitionLog:
         apply or an append whose sync is still in flight -- a fetcher replaced for a new leader,
         a leader's append when it becomes a follower -- are not yet.
         """
-        if self.fsync == "always":
-            await self._sync_until(self.log_end_offset)
+        await self._sync_until(self.log_end_offset)
 
     async def _sync_until(self, offset: int) -> None:
-        """Return once everything below ``offset`` is fdatasynced and counted as local end."""
-        await self._commit.until(offset, lambda: self.local_end_offset)
+        """Under ``always``, return once everything below ``offset`` is fdatasynced and counted
+        as local end (at once under the other policies)."""
+        if self.fsync == "always":
+            await self._commit.until(offset, lambda: self.local_end_offset)
 
     def closed_error(self) -> BrokerError:
         """What a request to this log gets once it is closed (40401 when deleted, else 50003)."""
@@ -448,46 +397,22 @@ class PartitionLog:
         if not chunks:
             return
         self.local.write(chunks, accounted)
-        self._end_moved.fire()
+        self.marks.end_moved.fire()
         # Batches now in the file are part of the log whatever happens next: commit their state.
         self.producers.commit(pending)
         pending.clear()
         if self.fsync != "always":
-            self._publish(self.log_end_offset)
-
-    def _publish(self, offset: int) -> None:
-        """Count offsets below ``offset`` as this replica's; unreplicated, make them readable."""
-        if offset > self.local_end_offset:
-            self.local_end_offset = Offset(offset)
-        if not self.replicated:
-            self._set_high_watermark(offset)
-
-    def _set_high_watermark(self, offset: int) -> None:
-        if offset <= self.high_watermark:
-            return
-        self.high_watermark = Offset(offset)
-        self._hw_moved.fire()
+            self.marks.publish(self.log_end_offset)
 
     # --- replication: high watermark and truncation ------------------------------------------
 
     def set_replicated(self, replicated: bool) -> None:
-        """Hand the high watermark to replication (True) or back to appends (False).
-
-        Turning replication off makes everything this replica holds readable at once (a single
-        replica's high watermark is its local end).
-        """
-        self.replicated = replicated
-        if not replicated:
-            self._set_high_watermark(self.local_end_offset)
+        self.marks.set_replicated(replicated)
 
     def advance_high_watermark(self, offset: int) -> bool:
-        """Move the high watermark up to ``offset`` (never past the local log end); True if it
-        moved. Wakes consumers long-polling for new records."""
-        target = min(offset, self.log_end_offset)
-        if target <= self.high_watermark:
-            return False
-        self._set_high_watermark(target)
-        return True
+        """Move the high watermark up to ``offset`` (never past the log end); True if it moved.
+        Wakes consumers long-polling for new records."""
+        return self.marks.advance(offset, self.log_end_offset)
 
     async def truncate_to(self, offset: int) -> Offset:
         """Cut the log so that it ends at ``offset``; return the new log end offset.
@@ -498,39 +423,35 @@ class PartitionLog:
         producer state is rebuilt from the remaining log. Below the log start offset the log
         is emptied and restarted at ``offset``. Durable (fsync) before returning.
         """
-        async with self.lock:
-            if self.closed:
-                raise self.closed_error()
-            await self._commit.idle()
+        async with self._cutting(f"truncating {self.topic}-{self.partition} to {offset}"):
             if offset >= self.log_end_offset:
                 # Nothing to cut, but an epoch that wrote nothing here (this replica led
                 # briefly) must go, or the next fetch would name it again.
                 self.epochs.truncate_from_end(offset)
-                return self.log_end_offset
-            if offset < self.log_start_offset:
+            elif offset < self.log_start_offset:
                 self._restart_at(offset)
-                return self.log_end_offset
-            try:
+            else:
                 self._truncate(offset)
-            except OSError as exc:
-                raise StorageError(
-                    f"truncating {self.topic}-{self.partition} to {offset}: {exc}"
-                ) from exc
             return self.log_end_offset
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset`` (a follower whose log
         ends before the leader's log start)."""
+        async with self._cutting(f"restarting {self.topic}-{self.partition} at {offset}"):
+            self._restart_at(offset)
+
+    @contextlib.asynccontextmanager
+    async def _cutting(self, what: str) -> AsyncIterator[None]:
+        """Under the lock, with no sync in flight (it uses the active segment's descriptor); a
+        failed write on the way is a StorageError, as every other one."""
         async with self.lock:
             if self.closed:
                 raise self.closed_error()
             await self._commit.idle()
             try:
-                self._restart_at(offset)
+                yield
             except OSError as exc:
-                raise StorageError(
-                    f"restarting {self.topic}-{self.partition} at {offset}: {exc}"
-                ) from exc
+                raise StorageError(f"{what}: {exc}") from exc
 
     def _truncate(self, offset: int) -> None:
         before = self.log_end_offset
@@ -548,16 +469,13 @@ class PartitionLog:
         self.local.restart_at(offset)
         prune_snapshots(self.directory, keep=0)
         self.epochs.clear()
-        self.local_end_offset = Offset(offset)
-        self.high_watermark = Offset(offset)
+        self.marks.reset(offset)
         self.producers = ProducerStateTable()
         self.checkpoint_high_watermark()
         log.warning("restarted %s-%d empty at offset %d", self.topic, self.partition, offset)
 
     def _after_cut(self, end: Offset) -> None:
-        self.local_end_offset = Offset(min(self.local_end_offset, end))
-        if self.high_watermark > end:
-            self.high_watermark = end
+        self.marks.cut(end)
         self.epochs.truncate_from_end(end)
         self._recover_producers()
 
@@ -610,25 +528,23 @@ class PartitionLog:
         """Return when the high watermark passes ``offset`` or after ``timeout_s``."""
         if offset < self.high_watermark or timeout_s <= 0 or self.closed:
             return
-        await self._hw_moved.wait(timeout_s)
+        await self.marks.hw_moved.wait(timeout_s)
 
     def wake_waiters(self) -> None:
-        """Wake every long-poll now (a role change, a close: they look again)."""
-        self._hw_moved.fire()
-        self._end_moved.fire()
+        self.marks.wake()
 
     def end_changed(self) -> asyncio.Future[None]:
         """A future completed when the log end offset next moves (or the log closes)."""
-        future = self._end_moved.future()
+        future = self.marks.end_moved.future()
         if self.closed:
-            self._end_moved.fire()
+            self.marks.end_moved.fire()
         return future
 
     async def wait_for_end(self, offset: int, timeout_s: float) -> None:
         """Return when the log end offset passes ``offset`` or after ``timeout_s`` (followers)."""
         if offset < self.log_end_offset or timeout_s <= 0 or self.closed:
             return
-        await self._end_moved.wait(timeout_s)
+        await self.marks.end_moved.wait(timeout_s)
 
     def lookup_timestamp(self, timestamp: int) -> tuple[Offset, TimestampMs] | None:
         """The earliest offset whose record timestamp is >= ``timestamp``, and that timestamp."""
