@@ -32,13 +32,16 @@ def join(api: TestClient, group: str, topics: list[str], **extra: Any) -> dict[s
     return body
 
 
-def beat(api: TestClient, group: str, member: dict[str, Any]) -> dict[str, Any]:
+def beat(api: TestClient, group: str, member: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """One heartbeat. A heartbeat that leaves ``session_timeout_ms`` out takes the coordinator's
+    default from then on: pass the member's own in ``fields`` to keep it."""
     response = api.post(
         f"/groups/{group}/heartbeat",
         json={
             "member_id": member["member_id"],
             "member_epoch": member["member_epoch"],
             "owned": member["assignment"],
+            **fields,
         },
     )
     assert response.status_code == 200, response.text

@@ -110,8 +110,10 @@ def test_every_error_sent_is_documented_for_its_operation(
     a = join(api, group, [topic], **long_session)
     b = join(api, group, [topic], **long_session)
     for _ in range(3):
-        a = beat(api, group, a)
-        b = beat(api, group, b)
+        # With their 30 s sessions: a beat without it would leave them the app's 1 s default,
+        # which a slow machine can outlast before the commits below (they were expired once).
+        a = beat(api, group, a, **long_session)
+        b = beat(api, group, b, **long_session)
     (mine,) = [p for e in a["assignment"] for p in e["partitions"]]
     (theirs,) = [p for e in b["assignment"] for p in e["partitions"]]
     instance = unique("i")
