@@ -44,10 +44,6 @@ class HostedPartition:
     leader: PartitionLeader | None = None
     followed: tuple[BrokerId, LeaderEpoch] | None = None
 
-    @property
-    def key(self) -> TopicPartition:
-        return TopicPartition(self.log.topic, self.log.partition)
-
     def current_leader(self) -> PartitionLeader | None:
         """The leader role while it lasts (None once resigned or never taken)."""
         leader = self.leader
