@@ -11,14 +11,9 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from headwater.errors import CorruptRecordError
-from headwater.records.decoder import (
-    DecodedBatch,
-    Record,
-    RecordFactory,
-    decode_batch,
-    decode_batch_as,
-)
+from headwater.records.decoder import DecodedBatch, Record, decode_batch, decode_batch_as
 from headwater.records.encoder import RecordTuple, encode_batch, encode_values_batch
+from headwater.records.grammar import RecordFactory
 from headwater.records.header import (
     HEADER_SIZE,
     BatchHeader,

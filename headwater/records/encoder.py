@@ -1,10 +1,6 @@
 """Encoding records into a RecordBatch v2: the records section, then the header around it.
 
-Each record in the records section (varint = zig-zag base-128, see ``varint.py``)::
-
-    length varint (bytes after it) | attributes int8 (0) | timestampDelta varlong |
-    offsetDelta varint | keyLength varint (-1 = null) | key | valueLength varint (-1 = null) |
-    value | headerCount varint | headers: (keyLength varint, key utf-8, valueLength varint, value)*
+The records section is written in the layout ``grammar.py`` documents and reads.
 
 Plain records (null key, no headers, one value length) take the table-driven path of
 ``plain.py``; the bytes are the same either way.

@@ -7,9 +7,10 @@ spends most of its time allocating them; here one fetch is decoded as a whole:
 1. the records sections of the fetch's batches (decompressed where compressed) are joined into
    one buffer, one copy;
 2. one Python step per record follows the record-length prefixes to find where each record
-   starts (the only per-record Python, a few bytecodes);
+   starts (:func:`headwater.records.grammar.record_heads`, the only per-record Python);
 3. every field (timestamp and offset deltas, key and value lengths, header count) is then read
-   for all records at once with numpy, varints included;
+   for all records at once with numpy, varints included
+   (:func:`headwater_kernel.record_columns.record_columns`, shared with the broker's checks);
 4. keys and values become Arrow binary arrays built from one data buffer and an offsets array
    (:meth:`FetchedRecords.arrow`), never Python ``bytes`` per record; the validation path, which
    needs ``bytes``, slices them from the joined buffer (:meth:`FetchedRecords.value_list`).
@@ -33,14 +34,14 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type st
 from headwater.errors import CorruptRecordError
 from headwater.records.batch import BatchHeader, Buffer, decode_batch
 from headwater.records.compression import decompress
+from headwater.records.grammar import RecordHeaders, read_headers, record_heads
 from headwater.records.header import CODEC_MASK, HEADER_SIZE, TIMESTAMP_TYPE_BIT
-from headwater.records.varint import read_varint
+from headwater_kernel.record_columns import record_columns
 
-Headers = list[tuple[str, bytes | None]]
+Headers = RecordHeaders
 Placed = tuple[int, BatchHeader]
 
 _EMPTY_I64 = np.zeros(0, np.int64)
-_PAD = bytes(10)  # a varint read near the end of the buffer never runs past it
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
@@ -146,102 +147,6 @@ def _binary_array(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
     )
 
 
-def _varints(u: np.ndarray, pos: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The zig-zag varints starting at ``u[pos]`` (at most ``width`` bytes): values and sizes."""
-    b = u[pos]
-    z = (b & 0x7F).astype(np.uint64)
-    active = b >= 0x80
-    size = np.ones(len(pos), np.int64)
-    k = 1
-    while active.any():
-        if k == width:
-            raise CorruptRecordError(f"a varint is longer than {width} bytes")
-        b = u[pos + k]
-        z |= np.where(active, b & 0x7F, 0).astype(np.uint64) << np.uint64(7 * k)
-        size += active
-        active &= b >= 0x80
-        k += 1
-    value = (z >> np.uint64(1)).astype(np.int64) ^ -(z & np.uint64(1)).astype(np.int64)
-    return value, size
-
-
-def _walk(data: bytes, begin: int, end: int, count: int, starts: list[int]) -> bool:
-    """Append the start of each of ``count`` records in ``data[begin:end]`` to ``starts``;
-    False when the lengths do not walk exactly to ``end``."""
-    append = starts.append
-    p = begin
-    try:
-        for _ in range(count):
-            append(p)
-            b = data[p]
-            if b < 0x80:
-                if b & 1:
-                    return False  # a negative length
-                p += 1 + (b >> 1)
-            else:
-                length, after = read_varint(data, p)
-                if length < 0:
-                    return False
-                p = after + length
-            if p > end:
-                return False
-    except (IndexError, CorruptRecordError):
-        return False
-    return p == end
-
-
-def _read_headers(data: bytes, pos: int, count: int) -> Headers:
-    headers: Headers = []
-    for _ in range(count):
-        key_length, pos = read_varint(data, pos)
-        if key_length < 0:
-            raise CorruptRecordError("a record header has a null key")
-        key = data[pos : pos + key_length].decode()
-        pos += key_length
-        value_length, pos = read_varint(data, pos)
-        value = None if value_length < 0 else data[pos : pos + value_length]
-        pos += max(value_length, 0)
-        headers.append((key, value))
-    return headers
-
-
-def _fields(u: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Every field of the records starting at ``p``: timestamp and offset deltas, key and value
-    starts and lengths, where the headers begin, and which records are malformed."""
-    length, size = _varints(u, p, 5)
-    record_end = p + size + length
-    p = p + size + 1  # past the length and the attributes byte
-    ts_delta, size = _varints(u, p, 10)
-    p += size
-    offset_delta, size = _varints(u, p, 5)
-    p += size
-    key_lengths, size = _varints(u, p, 5)
-    key_starts = p + size
-    p = key_starts + np.maximum(key_lengths, 0)
-    value_lengths, size = _varints(u, p, 5)
-    value_starts = p + size
-    p = value_starts + np.maximum(value_lengths, 0)
-    header_counts, size = _varints(u, p, 5)
-    headers_at = p + size
-    bad = (
-        (headers_at > record_end)
-        | ((header_counts == 0) & (headers_at != record_end))
-        | (header_counts < 0)
-        | (key_lengths < -1)
-        | (value_lengths < -1)
-    )
-    return (
-        ts_delta,
-        offset_delta,
-        key_starts,
-        key_lengths,
-        value_starts,
-        value_lengths,
-        np.stack([headers_at, header_counts]),
-        bad,
-    )
-
-
 def _corrupt(buf: Buffer, placed: Sequence[Placed]) -> NoReturn:
     """Raise the reference codec's error for the first of ``placed`` it refuses."""
     for pos, _header in placed:
@@ -269,21 +174,20 @@ def decode_fetch(
         sections.append(section)
         bounds.append((at, at + len(section), header.records_count))
         at += len(section)
-    sections.append(_PAD)
     data = b"".join(sections)
-    starts: list[int] = []
+    heads: list[int] = []
     for (begin, end, count), placed_batch in zip(bounds, placed, strict=True):
-        if not _walk(data, begin, end, count, starts):
+        if not record_heads(data, begin, end, count, heads):
             _corrupt(buf, [placed_batch])
     batch = np.repeat(np.arange(len(placed)), np.array([b[2] for b in bounds], np.int64))
-    try:
-        fields = _fields(np.frombuffer(data, np.uint8), np.array(starts, np.int64))
-    except (IndexError, CorruptRecordError):
+    columns = record_columns(np.frombuffer(data, np.uint8), np.array(heads, np.int64))
+    if columns is None:
         _corrupt(buf, placed)
-    ts_delta, offset_delta, key_starts, key_lengths, value_starts, value_lengths, p, bad = fields
+    bad = ~columns.well_framed()
     if bad.any():
         _corrupt(buf, [placed[int(batch[int(np.argmax(bad))])]])
-    offsets = np.array([h.base_offset for _, h in placed], np.int64)[batch] + offset_delta
+    value_starts, value_lengths = columns.value_starts, columns.value_lengths
+    offsets = np.array([h.base_offset for _, h in placed], np.int64)[batch] + columns.offset_deltas
     keep: Any = slice(None)
     if len(offsets) and (int(offsets[0]) < low or int(offsets[-1]) >= high):
         keep = (offsets >= low) & (offsets < high)
@@ -302,13 +206,13 @@ def decode_fetch(
     log_append = np.array([bool(h.attributes & TIMESTAMP_TYPE_BIT) for _, h in placed], bool)[batch]
     base_ts = np.array([h.base_timestamp for _, h in placed], np.int64)[batch]
     max_ts = np.array([h.max_timestamp for _, h in placed], np.int64)[batch]
-    timestamps = np.where(log_append, max_ts, base_ts + ts_delta)
+    timestamps = np.where(log_append, max_ts, base_ts + columns.timestamp_deltas)
     headers: list[Headers] | None = None
-    headers_at, header_counts = p[0][keep], p[1][keep]
+    headers_at, header_counts = columns.headers_at[keep], columns.header_counts[keep]
     if header_counts.any():
         starts_kept, counts_kept = headers_at.tolist(), header_counts.tolist()
         headers = [
-            _read_headers(data, s, c) if c else []
+            read_headers(data, s, c) if c else []
             for s, c in zip(starts_kept, counts_kept, strict=True)
         ]
     return FetchedRecords(
@@ -318,7 +222,7 @@ def decode_fetch(
         value_lengths[keep],
         timestamps[keep],
         log_append[keep].astype(np.int32),
-        key_starts[keep],
-        key_lengths[keep],
+        columns.key_starts[keep],
+        columns.key_lengths[keep],
         headers,
     )

@@ -1,153 +1,66 @@
-"""Records sections checked column-wise with numpy: the fast path of ``validation.py``.
+"""Records sections checked column-wise with numpy: the fast path of ``validation.records``.
 
 A section whose records differ in layout (keys of varying length, say) cannot be checked by
-strided slices (``uniform.py``). It is checked here in two phases instead: one tight loop reads
-only the record-length varints, giving every record's start and end; then each field (the
-timestampDelta, offsetDelta, key and value lengths, header count, each header's key and value
-lengths) is decoded for all records at once, its varint bytes gathered by position, and checked
-as ``validation._walk`` checks it. :func:`section_is_valid` only ever answers "valid" or "not
-sure": anything it does not prove (a varint of more than nine bytes, a field outside its record,
-many headers) returns False and the exact walk decides, so verdicts and error messages are the
-walk's. numpy comes with the ``server`` extra; this module is imported only from the broker's
-append path, never by the client.
+strided slices (``uniform.py``). It is checked here in two phases instead: one hop per record
+along the length varints gives every record's start (``headwater.records.grammar.record_heads``);
+then each field is read for all records at once (``headwater_kernel.record_columns``) and
+checked as ``headwater.records.grammar.check_records`` checks it. :func:`section_is_valid` only
+ever answers "valid" or "not sure": anything it does not prove (a varint longer than its field,
+a field outside its record, many headers) returns False and the exact walk decides, so verdicts
+and error messages are the walk's. numpy comes with the ``server`` extra; this module is
+imported only from the broker's append path, never by the client.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from headwater.errors import CorruptRecordError
-from headwater.records.varint import read_varint
+from headwater.records.grammar import record_heads
+from headwater_kernel.record_columns import VARINT_BYTES, record_columns, varints
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _MAX_HEADERS = 32  # more headers than this in one record: left to the exact walk
-_VARINT_BYTES = 9  # 63 bits; longer varints are left to the exact walk
-
-_Array = Any  # numpy arrays (numpy's stubs are optional in the client's type check)
 
 
 def section_is_valid(data: bytes, count: int, base_timestamp: int) -> bool:
     """True when the records section ``data`` holds exactly ``count`` valid records (as
-    ``validation._walk`` defines valid); False when it is not, or not proven here."""
-    starts, ends = _frame(data, count)
-    if starts is None:
+    ``check_records`` defines valid); False when it is not, or not proven here."""
+    heads: list[int] = []
+    if not record_heads(data, 0, len(data), count, heads):
         return False
-    arr = np.frombuffer(data, dtype=np.uint8)
-    pos = starts + 1  # after the attributes byte
-    ts, pos = _varints(arr, pos, ends)
-    if ts is None:
+    u = np.frombuffer(data, dtype=np.uint8)
+    columns = record_columns(u, np.array(heads, np.int64))
+    if columns is None:
+        return False
+    ends = columns.ends
+    if not (columns.lengths >= 6).all():  # attributes and five one-byte varints at the least
         return False
     low = max(_INT64_MIN - base_timestamp, _INT64_MIN)
     high = min(_INT64_MAX - base_timestamp, _INT64_MAX)
-    if low > _INT64_MAX or high < _INT64_MIN:
+    ts = columns.timestamp_deltas
+    if low > high or not ((ts >= low) & (ts <= high)).all():
         return False
-    if not ((ts >= low) & (ts <= high)).all():
+    if not (columns.offset_deltas == np.arange(count, dtype=np.int64)).all():
         return False
-    offsets, pos = _varints(arr, pos, ends)
-    if offsets is None or not (offsets == np.arange(count, dtype=np.int64)).all():
+    if not columns.well_framed().all():
         return False
-    for _field in range(2):  # key, then value: -1 (null) or a length within the record
-        size, pos = _varints(arr, pos, ends)
-        if size is None or not (size >= -1).all():
-            return False
-        pos = pos + np.maximum(size, 0)
-    # The header count must be inside the record (the walk's "key and value overrun" check).
-    headers, pos = _varints(arr, pos, ends)
-    if headers is None or not (headers >= 0).all():
-        return False
+    headers = columns.header_counts
     most = int(headers.max()) if count else 0
     if most > _MAX_HEADERS:
         return False
+    pos = columns.headers_at.copy()
     for j in range(most):
         some = headers > j
         sub_pos = pos[some]
         sub_ends = ends[some]
-        size, sub_pos = _varints(arr, sub_pos, sub_ends)  # header key: not null
-        if size is None or not (size >= 0).all():
+        read = varints(u, sub_pos, sub_ends, VARINT_BYTES)  # header key: not null
+        if read is None or not (read[0] >= 0).all():
             return False
-        sub_pos = sub_pos + size
-        size, sub_pos = _varints(arr, sub_pos, sub_ends)  # header value: -1 or a length
-        if size is None or not (size >= -1).all():
+        size, sub_pos = read
+        read = varints(u, sub_pos + size, sub_ends, VARINT_BYTES)  # header value: -1 or a length
+        if read is None or not (read[0] >= -1).all():
             return False
-        sub_pos = sub_pos + np.maximum(size, 0)
-        pos[some] = sub_pos
+        size, sub_pos = read
+        pos[some] = sub_pos + np.maximum(size, 0)
     return bool((pos == ends).all())
-
-
-def _frame(data: bytes, count: int) -> tuple[_Array | None, _Array]:
-    """Starts (after the length varint) and ends of the ``count`` records filling ``data``, or
-    (None, None) when they do not frame it exactly or a record is shorter than six bytes.
-
-    The loop only hops from length varint to length varint, giving up on a negative length; the
-    lengths are decoded again and checked (six bytes at the least) with numpy.
-    """
-    bounds = [0] * (count + 1)
-    i = 0
-    try:
-        for index in range(count):
-            bounds[index] = i
-            b = data[i]
-            if b < 0x80:
-                if b & 1:  # a negative length
-                    return None, None
-                i += 1 + (b >> 1)
-            else:
-                c = data[i + 1]
-                if c < 0x80:
-                    if b & 1:
-                        return None, None
-                    i += 2 + ((b & 0x7F) >> 1 | c << 6)
-                else:
-                    length, i = read_varint(data, i)
-                    if length < 0:
-                        return None, None
-                    i += length
-    except (IndexError, CorruptRecordError):  # not proven: the exact walk reports it
-        return None, None
-    if i != len(data):
-        return None, None
-    bounds[count] = i
-    edges = np.array(bounds, dtype=np.int64)
-    heads, ends = edges[:-1], edges[1:]
-    if not (heads < ends).all():  # every record forward of the one before
-        return None, None
-    lengths, starts = _varints(np.frombuffer(data, dtype=np.uint8), heads, ends)
-    if lengths is None or not ((lengths >= 6) & (starts + lengths == ends)).all():
-        return None, None
-    return starts, ends
-
-
-def _varints(arr: _Array, pos: _Array, ends: _Array) -> tuple[_Array | None, _Array]:
-    """Zig-zag varints at ``pos`` (each within ``[pos, ends)``) and the positions after them;
-    (None, pos) when one is longer than nine bytes or passes its record's end."""
-    if len(pos) == 0:
-        return np.zeros(0, dtype=np.int64), pos
-    last = len(arr) - 1
-    b = arr[np.minimum(pos, last)]
-    if (b < 0x80).all():
-        if not (pos < ends).all():
-            return None, pos
-        z = b.astype(np.int64)
-        return (z >> 1) ^ -(z & 1), pos + 1
-    value = (b & 0x7F).astype(np.uint64)
-    width = np.ones(len(pos), dtype=np.int64)
-    going = b >= 0x80
-    for k in range(1, _VARINT_BYTES):
-        b = arr[np.minimum(pos + k, last)]
-        value |= np.where(going, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), 0).astype(
-            np.uint64
-        )
-        width += going
-        going = going & (b >= 0x80)
-        if not going.any():
-            break
-    else:
-        return None, pos
-    after = pos + width
-    if not (after <= ends).all():
-        return None, pos
-    z = value.view(np.int64)
-    return (z >> 1) ^ -(z & 1), after
