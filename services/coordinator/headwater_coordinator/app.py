@@ -51,7 +51,8 @@ def create_app(
         ``settings.data_dir``, restarts it if it dies or loses its socket, and stops it at shutdown
         (in the lifespan, because uvicorn re-raises SIGTERM after a graceful shutdown, so code after
         ``serve()`` never runs). ``broker_transport`` lets tests reach a broker app in-process;
-    ``clock`` times the topic metadata cache (a test moves a ``ManualClock`` past its TTL).
+    ``clock`` times the topic metadata cache and the members' sessions (a test moves a
+    ``ManualClock`` past a TTL or a session instead of sleeping it out).
 
         While Redis (or every broker, where one is needed) does not answer, requests get 503 with
         their code and ``Retry-After``; nothing needs restarting when it answers again.
@@ -127,6 +128,7 @@ async def _serving(
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         sweep_interval_ms=settings.sweep_interval_ms,
+        clock=clock,
     )
     app.state.redis = redis
     app.state.coordinator = coordinator

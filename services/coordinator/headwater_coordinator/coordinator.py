@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -59,6 +58,7 @@ from headwater_coordinator.store.changes import GroupChanges
 from headwater_coordinator.store.groups import GroupStore
 from headwater_coordinator.store.liveness import FastHeartbeat, Liveness
 from headwater_coordinator.store.offsets import CommittedOffset, OffsetStore, PartitionOffset
+from headwater_kernel.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("headwater.coordinator")
 
@@ -77,10 +77,6 @@ GAP_SWEEPS = 4
 MIN_GAP_MS = 2_000
 
 ResetStrategy = Literal["earliest", "latest", "timestamp", "explicit"]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -124,7 +120,9 @@ class Coordinator:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3_000,
         sweep_interval_ms: int = 500,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.group_store = group_store
         self.offset_store = offset_store
         self.liveness = liveness
@@ -150,7 +148,7 @@ class Coordinator:
         start-up, and after losing Redis for longer than a gap."""
         if self._kept_clock_at is None or self._stopped:
             return False
-        return time.monotonic() - self._kept_clock_at < self.gap_ms / 1000
+        return self.clock.monotonic() - self._kept_clock_at < self.gap_ms / 1000
 
     def stop_expiring(self) -> None:
         """Expire no member from now on: this process is shutting down.
@@ -249,13 +247,13 @@ class Coordinator:
         self._check_request(request)
         if not 0 <= wait_ms <= MAX_WAIT_MS:
             raise InvalidTimeoutError(f"wait_ms {wait_ms} is outside [0, {MAX_WAIT_MS}]")
-        deadline = time.monotonic() + min(wait_ms, request.session_timeout_ms // 2) / 1000
+        deadline = self.clock.monotonic() + min(wait_ms, request.session_timeout_ms // 2) / 1000
         while True:
             change = None
             if self.changes is not None and request.member_id is not None:
                 change = self.changes.watch(group_id, request.member_id)
             answer = await self._heartbeat_once(group_id, request)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             news = answer.member_epoch != request.member_epoch or request.owned != set(
                 answer.assignment
             )
@@ -273,7 +271,7 @@ class Coordinator:
             return fast
 
         async def operation(state: GroupState) -> Finish:
-            now = now_ms()
+            now = self.clock.now_ms()
             fenced = request.member_id is not None and request.member_id not in state.members
             if fenced and request.member_epoch != JOIN_EPOCH:
                 fenced = await self.group_store.is_fenced(group_id, request.member_id)
@@ -314,7 +312,7 @@ class Coordinator:
                 group_id=group_id,
                 member_id=request.member_id,
                 member_epoch=request.member_epoch,
-                now_ms=now_ms(),
+                now_ms=self.clock.now_ms(),
                 owned=request.owned,
                 topics=request.topics,
                 session_timeout_ms=request.session_timeout_ms,
@@ -350,7 +348,7 @@ class Coordinator:
         none reached Redis -- a sweep by any process is that clock's tick) are re-armed, since
         those members could not heartbeat (``GroupState.rearm``).
         """
-        now = now_ms() if now is None else now
+        now = self.clock.now_ms() if now is None else now
         if self._stopped:
             return 0
         await self._close_gap(now)
@@ -395,7 +393,7 @@ class Coordinator:
                     rearmed,
                 )
         await self.liveness.record_sweep(now)
-        self._kept_clock_at = time.monotonic()
+        self._kept_clock_at = self.clock.monotonic()
 
     async def run_sweeper(self) -> None:
         """Sweep until :meth:`stop_expiring` (every coordinator process runs one; Redis
@@ -414,7 +412,7 @@ class Coordinator:
                     log.warning("Redis does not answer, expiring waits for it: %s", exc.__cause__)
             except Exception:
                 log.exception("expiry sweep failed")
-            await asyncio.sleep(self.sweep_interval_ms / 1000)
+            await self.clock.sleep(self.sweep_interval_ms / 1000)
 
     # --- offsets -------------------------------------------------------------------------------
 
@@ -457,7 +455,7 @@ class Coordinator:
             offsets,
             member_id=member_id,
             member_epoch=MemberEpoch(member_epoch),
-            now_ms=now_ms(),
+            now_ms=self.clock.now_ms(),
         )
         metrics.OFFSET_COMMITS.inc(len(offsets))
 
@@ -516,7 +514,7 @@ class Coordinator:
                         found = await self.metadata.offset_for_time(topic, partition, timestamp)
                         offset = end if found is None else found
                     targets.append(PartitionOffset(topic, partition, offset))
-        await self.offset_store.replace(group_id, targets, now_ms())
+        await self.offset_store.replace(group_id, targets, self.clock.now_ms())
         return await self.offset_store.committed(group_id)
 
     # --- admin ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import threading
 import time
 from typing import Protocol
 
@@ -59,6 +60,7 @@ class ManualClock:
         self._elapsed = 0.0
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        self._lock = threading.Lock()  # sleepers are added in a loop, woken from any thread
 
     def time(self) -> float:
         return self._start + self._elapsed
@@ -74,13 +76,32 @@ class ManualClock:
             await asyncio.sleep(0)
             return
         wake = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self._elapsed + seconds, next(self._order), wake))
+        with self._lock:
+            heapq.heappush(self._sleepers, (self._elapsed + seconds, next(self._order), wake))
         await wake
 
     def advance(self, seconds: float) -> None:
-        """Move both clocks forward; wake every sleeper whose time has come, in order."""
-        self._elapsed += seconds
-        while self._sleepers and self._sleepers[0][0] <= self._elapsed:
-            _at, _n, wake = heapq.heappop(self._sleepers)
-            if not wake.done():
-                wake.set_result(None)
+        """Move both clocks forward; wake every sleeper whose time has come, in order.
+
+        Safe from any thread: a test may move the clock of an app that a ``TestClient`` runs
+        in its own thread's loop."""
+        with self._lock:
+            self._elapsed += seconds
+            due = []
+            while self._sleepers and self._sleepers[0][0] <= self._elapsed:
+                due.append(heapq.heappop(self._sleepers)[2])
+        for wake in due:
+            loop = wake.get_loop()
+            try:
+                here = asyncio.get_running_loop() is loop
+            except RuntimeError:  # no loop runs in this thread
+                here = False
+            if here:
+                _wake(wake)
+            elif not loop.is_closed():  # a closed loop's sleepers are gone with it
+                loop.call_soon_threadsafe(_wake, wake)
+
+
+def _wake(sleeper: asyncio.Future[None]) -> None:
+    if not sleeper.done():  # a cancelled sleep stays cancelled
+        sleeper.set_result(None)
