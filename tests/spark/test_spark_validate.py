@@ -15,18 +15,15 @@ from pyspark.sql import SparkSession
 from headwater_spark.job import JobConfig, ValidationJob
 from headwater_spark.validate import main as validate_main
 from tests.spark.conftest import Platform, avro_frame
+from tests.support.schemas import ORDER as SHOP_ORDER
 
 pytestmark = pytest.mark.spark
 
+# The shared order with a timestamp: the Parquet output keeps logical types.
 ORDER = {
-    "type": "record",
-    "name": "Order",
-    "namespace": "shop",
+    **SHOP_ORDER,
     "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "amount", "type": "double"},
-        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
-        {"name": "note", "type": ["null", "string"], "default": None},
+        *SHOP_ORDER["fields"],
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
     ],
 }

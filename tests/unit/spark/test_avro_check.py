@@ -12,7 +12,7 @@ import pytest
 
 from headwater_spark.avro_check import compile_check
 
-ORDER = {
+MIXED = {
     "type": "record",
     "name": "Order",
     "namespace": "t",
@@ -106,7 +106,7 @@ def check(schema: Any, payloads: list[bytes]) -> np.ndarray:
     return checker.certainly_valid(np.frombuffer(data, np.uint8), ends - lengths, ends)
 
 
-@pytest.mark.parametrize(("schema", "make"), [(ORDER, order), (WIDE, wide)])
+@pytest.mark.parametrize(("schema", "make"), [(MIXED, order), (WIDE, wide)])
 def test_accepted_payloads_decode_and_ascii_records_are_accepted(schema: Any, make: Any) -> None:
     rng = random.Random(3)
     parsed = fastavro.parse_schema(schema)

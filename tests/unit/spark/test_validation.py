@@ -16,23 +16,8 @@ import pytest
 from headwater.types import SchemaId
 from headwater_spark.registry import RegisteredSchema
 from headwater_spark.validation import PayloadValidator, Reason
+from tests.support.schemas import ORDER, ORDER_V2
 
-ORDER = {
-    "type": "record",
-    "name": "Order",
-    "namespace": "shop",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "amount", "type": "double"},
-        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
-        {"name": "note", "type": ["null", "string"], "default": None},
-    ],
-}
-# v2 adds a field with a default: v1 data is readable as v2 (BACKWARD).
-ORDER_V2 = {
-    **ORDER,
-    "fields": [*ORDER["fields"], {"name": "channel", "type": "string", "default": "web"}],
-}
 # id as a string: not readable as ORDER (string does not promote to long).
 ROGUE = {
     "type": "record",
