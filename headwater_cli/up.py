@@ -23,7 +23,7 @@ from typing import Any
 
 from headwater_cli.endpoints import exports, identify
 from headwater_kernel.directory_lock import DirectoryInUseError, DirectoryLock
-from headwater_kernel.local_service import ServiceProcess
+from headwater_kernel.local_service import ServiceProcess, cluster_broker_env
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,7 @@ def local_services(data_dir: Path, port_offset: int = 0, brokers: int = 3) -> li
             f"broker-{i}",
             "headwater_broker",
             broker + i,
-            {
-                "BROKER_ID": str(i),
-                "BROKER_PORT": str(broker + i),
-                "BROKER_DATA_DIR": str(data_dir / f"broker-{i}"),
-                "BROKER_METADATA_URL": metadata_url,
-            },
+            cluster_broker_env(i, broker + i, data_dir, metadata_url),
         )
         for i in range(brokers)
     ]

@@ -52,6 +52,23 @@ def free_port() -> int:
     raise RuntimeError("no free port left that was not handed out already")
 
 
+def cluster_broker_env(
+    broker_id: int, port: int, data_root: Path, metadata_url: str
+) -> dict[str, str]:
+    """The environment of broker ``broker_id`` of a local cluster: its port, its own data
+    directory ``<data_root>/broker-<id>`` and the metadata database all brokers share.
+
+    ``headwater up`` runs its brokers with it and the tests' cluster harness starts theirs with
+    it, so a test's cluster is laid out as a user's is.
+    """
+    return {
+        "BROKER_ID": str(broker_id),
+        "BROKER_PORT": str(port),
+        "BROKER_DATA_DIR": str(data_root / f"broker-{broker_id}"),
+        "BROKER_METADATA_URL": metadata_url,
+    }
+
+
 PORT_RANGE_VARIABLE = "HEADWATER_PORT_RANGE"
 
 

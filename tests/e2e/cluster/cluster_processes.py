@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from headwater.records.batch import encode_batch
-from tests.support import ServiceProcess, free_port
+from tests.support.cluster import BrokerCluster
 from tests.support.waiting import wait_until
 
 T = TypeVar("T")
@@ -23,44 +23,23 @@ SESSION_S = 1.5
 BATCHES = "application/vnd.headwater.batches"
 
 
-class Cluster:
-    """Brokers 0..n-1 on free loopback ports, each with its own data directory and log."""
+class Cluster(BrokerCluster):
+    """Brokers 0..n-1 (``racks`` gives some a rack), with a shared HTTP client for the tests."""
 
     def __init__(
         self, root: Path, metadata_url: str, size: int, racks: dict[int, str] | None = None
     ) -> None:
+        super().__init__(root, size, metadata_url)
         self.racks = racks or {}
-        self.root = root
-        self.metadata_url = metadata_url
-        self.ports = {i: free_port() for i in range(size)}
-        self.processes: dict[int, ServiceProcess] = {}
+        self.start_timeout_s = 120.0
         self.client = httpx.Client(timeout=30.0)
 
-    def url(self, broker_id: int) -> str:
-        return f"http://127.0.0.1:{self.ports[broker_id]}"
-
-    def env(self, broker_id: int, port: int | None = None) -> dict[str, str]:
-        return {
-            "BROKER_ID": str(broker_id),
-            "BROKER_PORT": str(port or self.ports[broker_id]),
-            "BROKER_DATA_DIR": str(self.root / f"broker-{broker_id}"),
-            "BROKER_METADATA_URL": self.metadata_url,
-            "BROKER_FSYNC": "never",
-            **({"BROKER_RACK": self.racks[broker_id]} if broker_id in self.racks else {}),
-        }
-
-    def start(self, broker_id: int) -> ServiceProcess:
-        log = self.root / f"broker-{broker_id}.log"
-        process = ServiceProcess(
-            "headwater_broker", self.ports[broker_id], self.env(broker_id), log_path=log
-        )
-        process.start(timeout=120)
-        self.processes[broker_id] = process
-        return process
+    def env(self, broker_id: int, **extra: str) -> dict[str, str]:
+        rack = {"BROKER_RACK": self.racks[broker_id]} if broker_id in self.racks else {}
+        return super().env(broker_id, **rack, **extra)
 
     def stop(self) -> None:
-        for process in self.processes.values():
-            process.stop()
+        self.stop_all()
         self.client.close()
 
     def get(self, broker_id: int, path: str, **kwargs: Any) -> httpx.Response:
@@ -78,16 +57,7 @@ class Cluster:
         return int(c["broker_id"]), int(c["epoch"])
 
     def live(self) -> list[int]:
-        return [i for i, p in self.processes.items() if p.running()]
-
-    def wait_all_active(self, timeout_s: float = 60.0) -> None:
-        ids = sorted(self.processes)
-
-        def active() -> bool:
-            states = {b["broker_id"]: b["state"] for b in self.cluster(ids[0])["brokers"]}
-            return all(states.get(i) == "active" for i in ids)
-
-        wait_for(active, timeout_s, "every broker active")
+        return self.running()
 
     def produce(self, broker_id: int, topic: str, partition: int, value: bytes) -> httpx.Response:
         return self.post(
@@ -121,9 +91,7 @@ def running_cluster(
 ) -> Iterator[Cluster]:
     cluster = Cluster(root, metadata_url, size, racks)
     try:
-        for i in range(size):
-            cluster.start(i)
-        cluster.wait_all_active()
+        cluster.start_all()
         yield cluster
     finally:
         cluster.stop()

@@ -135,9 +135,9 @@ def test_a_second_broker_with_a_live_id_is_refused_and_the_first_keeps_serving(
     tmp_path: Path,
 ) -> None:
     with running_cluster(tmp_path, sqlite_url(tmp_path), 2) as cluster:
-        twin_dir = tmp_path / "twin"
+        twin_dir, port = tmp_path / "twin", free_port()
         env = {
-            **cluster.env(1, free_port()),
+            **cluster.env(1, BROKER_PORT=str(port)),
             "BROKER_DATA_DIR": str(twin_dir),
         }
         twin = ServiceProcess(
@@ -243,7 +243,8 @@ def test_a_broker_whose_id_was_taken_over_while_stopped_exits_non_zero(tmp_path:
         assert old.process is not None
         old.process.send_signal(signal.SIGSTOP)
         try:
-            env = {**cluster.env(1, free_port()), "BROKER_DATA_DIR": str(tmp_path / "successor")}
+            port, successor_dir = free_port(), tmp_path / "successor"
+            env = {**cluster.env(1, BROKER_PORT=str(port)), "BROKER_DATA_DIR": str(successor_dir)}
             successor = ServiceProcess(
                 "headwater_broker", int(env["BROKER_PORT"]), env, log_path=tmp_path / "next.log"
             )

@@ -42,6 +42,7 @@ from headwater.records.batch import encode_batch
 from headwater.types import Offset, PartitionId
 from headwater_broker.settings import BrokerSettings
 from tests.support import ServiceProcess, free_port, unique
+from tests.support.cluster import BrokerCluster
 from tests.support.waiting import wait_until
 
 pytestmark = [
@@ -55,59 +56,8 @@ pytestmark = [
 BROKERS = 3
 
 
-class Cluster:
-    """``count`` broker processes on one metadata file; any of them can be killed and restarted
-    with the same id, port and data."""
-
-    def __init__(self, root: Path, count: int) -> None:
-        self.root = root
-        self.metadata_url = f"sqlite:///{root / 'cluster.db'}"
-        self.processes = [self._process(i) for i in range(count)]
-
-    def _process(self, broker_id: int) -> ServiceProcess:
-        port = free_port()
-        env = {
-            "BROKER_ID": str(broker_id),
-            "BROKER_PORT": str(port),
-            "BROKER_DATA_DIR": str(self.root / f"broker-{broker_id}"),
-            "BROKER_METADATA_URL": self.metadata_url,
-            "BROKER_FSYNC": "never",
-        }
-        log = self.root / f"broker-{broker_id}.log"
-        return ServiceProcess("headwater_broker", port, env, log_path=log)
-
-    def start(self) -> Cluster:
-        for process in self.processes:
-            process.start()
-        wait_until(lambda: len(self.active()) == len(self.processes), 30, "every broker active")
-        return self
-
-    def restart(self, broker_id: int) -> None:
-        """Start ``broker_id`` again; its earlier incarnation may hold the id until the session
-        timeout runs out, so a refused start is tried again (bounded)."""
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.processes[broker_id].start()
-                return
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-
-    def url(self, broker_id: int) -> str:
-        return self.processes[broker_id].url
-
-    def active(self) -> list[int]:
-        for process in self.processes:
-            if not process.running():
-                continue
-            try:
-                body = httpx.get(f"{process.url}/cluster", timeout=5).json()
-            except httpx.HTTPError:
-                continue
-            return [b["broker_id"] for b in body["brokers"] if b["state"] == "active"]
-        return []
+class Cluster(BrokerCluster):
+    """The module's brokers, with the partition leaders as one of them describes a topic."""
 
     def leaders(self, topic: str, via: int = 0) -> dict[int, int]:
         """Partition -> leader broker id, as broker ``via`` describes ``topic`` ({} while it
@@ -118,25 +68,22 @@ class Cluster:
         answer.raise_for_status()
         return {p["partition"]: p["leader"] for p in answer.json()["partitions"]}
 
-    def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
-
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     started = Cluster(tmp_path_factory.mktemp("cluster"), BROKERS)
     try:
-        yield started.start()
+        started.start_all(timeout_s=30)
+        yield started
     finally:
-        started.stop()
+        started.stop_all()
 
 
 @pytest.fixture
 def cluster(running: Cluster) -> Cluster:
     """The module's cluster (each test uses topics of its own), every broker running and active:
     a test that killed one has started it again, and it has registered before the next test."""
-    for broker_id, process in enumerate(running.processes):
+    for broker_id, process in running.processes.items():
         if not process.running():
             running.restart(broker_id)
     wait_until(lambda: len(running.active()) == BROKERS, 30, "every broker active")

@@ -10,42 +10,27 @@ from pathlib import Path
 import httpx
 
 from headwater.records.batch import decode_batches, encode_batch, iter_batches
-from tests.support import ServiceProcess, free_port
+from tests.support.cluster import BrokerCluster
 from tests.support.waiting import wait_until
 
 BATCHES = {"content-type": "application/vnd.headwater.batches"}
 
 
-class Cluster:
+class Cluster(BrokerCluster):
+    """Three brokers with the replication tests' timing: followers leave the ISR after 4 s."""
+
     def __init__(self, root: Path, metadata_url: str | None = None) -> None:
-        self.root = root
-        self.metadata_url = metadata_url or f"sqlite:///{root / 'cluster.db'}"
-        self.ports = {b: free_port() for b in range(3)}
-        self.procs: dict[int, ServiceProcess] = {}
+        super().__init__(
+            root,
+            3,
+            metadata_url,
+            env={"BROKER_REPLICA_LAG_TIME_MAX_MS": "4000", "BROKER_REQUEST_TIMEOUT_MS": "10000"},
+        )
         # Brokers a test cut off from the cluster: their view is stale, so nobody asks them.
         self.cut: set[int] = set()
 
-    def start(self, broker_id: int, **extra: str) -> None:
-        env = {
-            "BROKER_ID": str(broker_id),
-            "BROKER_PORT": str(self.ports[broker_id]),
-            "BROKER_DATA_DIR": str(self.root / f"broker-{broker_id}"),
-            "BROKER_METADATA_URL": self.metadata_url,
-            "BROKER_FSYNC": "never",
-            "BROKER_REPLICA_LAG_TIME_MAX_MS": "4000",
-            "BROKER_REQUEST_TIMEOUT_MS": "10000",
-            **extra,
-        }
-        log_path = self.root / f"broker-{broker_id}.log"
-        self.procs[broker_id] = ServiceProcess(
-            "headwater_broker", self.ports[broker_id], env, log_path=log_path
-        ).start()
-
-    def url(self, broker_id: int) -> str:
-        return f"http://127.0.0.1:{self.ports[broker_id]}"
-
     def alive(self) -> list[int]:
-        return [b for b, p in self.procs.items() if p.running() and b not in self.cut]
+        return [b for b in self.running() if b not in self.cut]
 
     def describe(self, topic: str) -> dict[str, object] | None:
         for b in self.alive():
@@ -69,10 +54,6 @@ class Cluster:
         end = -1 if described is None else described["end_offset"]
         assert isinstance(end, int)
         return end
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            proc.stop()
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -41,7 +41,7 @@ def test_kill_9_of_the_controller_loses_no_acknowledged_record(tmp_path: Path) -
         acknowledge_more(load, 30, 60, "acks before the kill")
         victim = controller(cluster)
         assert victim >= 0
-        cluster.procs[victim].kill()
+        cluster.processes[victim].kill()
         wait_for(lambda: controller(cluster) not in (-1, victim), 30, "a new controller")
         acknowledge_more(load, 30, 60, "acks with the controller gone")
         cluster.start(victim)
@@ -71,7 +71,7 @@ def test_a_controller_stopped_past_its_lease_loses_no_acknowledged_record(
         acknowledge_more(load, 30, 60, "acks before the stop")
         victim = controller(cluster)
         assert victim >= 0
-        process = cluster.procs[victim].process
+        process = cluster.processes[victim].process
         assert process is not None
         process.send_signal(signal.SIGSTOP)
         stopped = victim
@@ -83,7 +83,7 @@ def test_a_controller_stopped_past_its_lease_loses_no_acknowledged_record(
         high_watermark = check_after_healing(cluster, topic, load, reader=reader)
     finally:
         if stopped >= 0:
-            process = cluster.procs[stopped].process
+            process = cluster.processes[stopped].process
             if process is not None:
                 process.send_signal(signal.SIGCONT)
         cluster.stop_all()

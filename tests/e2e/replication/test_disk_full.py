@@ -93,7 +93,7 @@ def test_a_full_disk_moves_the_leadership_and_loses_no_acknowledged_record(
             assert {code for _b, code in load.storage_errors} == {50003}
             # Heal: free the space, restart the broker; it rejoins as a follower and catches up.
             filler.unlink()
-            cluster.procs[FULL].kill()
+            cluster.processes[FULL].kill()
             cluster.start(FULL)
             acknowledge_more(load, 10, 60, "acks after the restart")
             high_watermark = check_after_healing(cluster, topic, load, reader=reader)
@@ -147,7 +147,7 @@ def test_a_full_follower_disk_takes_the_follower_offline_and_loses_nothing(
             assert load.storage_errors == []  # the leader's disk is fine: producers see nothing
             # Heal: free the space, restart the broker; it catches up and rejoins the ISR.
             filler.unlink()
-            cluster.procs[FOLLOWER].kill()
+            cluster.processes[FOLLOWER].kill()
             cluster.start(FOLLOWER)
             acknowledge_more(load, 10, 60, "acks after the restart")
             high_watermark = check_after_healing(cluster, topic, load, reader=reader)

@@ -75,7 +75,7 @@ def test_writes_are_refused_below_min_isr_and_succeed_after_resume(
         thread.start()
         wait_for(lambda: len(acknowledged) >= 30, 30, "acknowledged writes")
         for b in followers:
-            proc = cluster.procs[b].process
+            proc = cluster.processes[b].process
             assert proc is not None
             proc.send_signal(signal.SIGSTOP)
             paused.append(b)
@@ -83,7 +83,7 @@ def test_writes_are_refused_below_min_isr_and_succeed_after_resume(
         refused_at = next(t for t, _s, code in answers if code == 50303)
         time.sleep(1.0)
         for b in followers:
-            proc = cluster.procs[b].process
+            proc = cluster.processes[b].process
             assert proc is not None
             proc.send_signal(signal.SIGCONT)
         paused.clear()
@@ -117,7 +117,7 @@ def test_writes_are_refused_below_min_isr_and_succeed_after_resume(
         time.sleep(1.0)
     finally:
         for b in paused:
-            proc = cluster.procs[b].process
+            proc = cluster.processes[b].process
             if proc is not None:
                 proc.send_signal(signal.SIGCONT)
         cluster.stop_all()

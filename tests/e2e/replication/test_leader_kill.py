@@ -66,7 +66,7 @@ def test_kill_9_of_the_leader_loses_no_acknowledged_record(tmp_path: Path) -> No
             wait_for(reached, 60, "acks")
             assert not done.is_set(), f"the producer stopped before kill {kill + 1}: {errors}"
             victim = cluster.leader(topic)
-            cluster.procs[victim].kill()
+            cluster.processes[victim].kill()
 
             def moved(victim: int = victim) -> bool:
                 return cluster.leader(topic) not in (-1, victim)

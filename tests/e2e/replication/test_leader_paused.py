@@ -49,7 +49,7 @@ def test_a_replaced_leader_acknowledges_nothing_and_rejoins(
         assert isinstance(stopped_broker, int)
         assert isinstance(old_epoch, int)
         old = stopped_broker
-        process = cluster.procs[old].process
+        process = cluster.processes[old].process
         assert process is not None
         process.send_signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
@@ -100,7 +100,7 @@ def test_a_replaced_leader_acknowledges_nothing_and_rejoins(
         time.sleep(1.0)
     finally:
         if old >= 0:
-            process = cluster.procs[old].process
+            process = cluster.processes[old].process
             if process is not None:
                 process.send_signal(signal.SIGCONT)
         cluster.stop_all()

@@ -134,7 +134,7 @@ def test_sigterm_of_the_leader_fails_no_send(tmp_path: Path) -> None:
             wait_for(sent, 60, "sends")
             assert load.error is None, load.error
             victim = cluster.leader(topic)
-            proc = cluster.procs[victim]
+            proc = cluster.processes[victim]
             proc.stop()  # SIGTERM; waits for the exit
             assert proc.process is not None
             # Exited on its own (uvicorn re-raises SIGTERM after a clean shutdown), not killed.

@@ -84,7 +84,7 @@ def test_a_broker_paused_inside_a_metadata_transaction_catches_up(
         wait_all_active(cluster)
         create_topic(cluster, topic)
         victim = cluster.leader(topic)
-        process = cluster.procs[victim].process
+        process = cluster.processes[victim].process
         assert process is not None
         proxy = proxies[victim]
         for _attempt in range(20):  # bounded: the first try nearly always places it
@@ -135,7 +135,7 @@ def test_a_broker_paused_inside_a_metadata_transaction_catches_up(
         log = (tmp_path / f"broker-{victim}.log").read_text(errors="replace")
         assert FAILED_LINE[transaction] in log, log[-3000:]
     finally:
-        for proc in cluster.procs.values():
+        for proc in cluster.processes.values():
             if proc.process is not None and proc.running():
                 proc.process.send_signal(signal.SIGCONT)
         cluster.stop_all()

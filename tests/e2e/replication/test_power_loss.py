@@ -56,7 +56,7 @@ def power_loss(cluster: Cluster, disks: list[LazyMount]) -> None:
     The brokers die first, so that none sees its disk fail and acts on it (a broker that lost
     its disk would take it offline in the metadata store, which survives); what they wrote stays
     in lazyfs's memory until the disks die too, which is the same as dying together."""
-    for proc in cluster.procs.values():
+    for proc in cluster.processes.values():
         proc.kill()
     for disk in disks:
         disk.crash()

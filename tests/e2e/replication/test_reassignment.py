@@ -219,7 +219,7 @@ def test_reassigning_back_cancels_a_move_and_the_added_replica_deletes_its_copy(
             for i in range(300):
                 producer.produce(topic, f"r{i}".encode(), partition=0)
             assert producer.flush(60) == 0
-        cluster.procs[2].kill()
+        cluster.processes[2].kill()
         with AdminClient({"bootstrap.servers": cluster.url(1)}) as admin:
             (before,) = admin.list_partition_reassignments([tp]).values()
             assert (before.in_progress, before.replicas, before.leader) == (False, (0,), 0)

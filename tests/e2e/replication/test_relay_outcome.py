@@ -41,7 +41,7 @@ def test_a_relay_whose_answer_is_lost_says_so_and_a_keyed_retry_stores_once(
             )
         wait_all_active(cluster)
         create_topic(cluster, topic, replica_assignment=[[1, 0, 2]])
-        leader = cluster.procs[1].process
+        leader = cluster.processes[1].process
         assert leader is not None
         inbound[1].pause_after(
             lambda data: b"POST /topics/" in data,
@@ -68,7 +68,7 @@ def test_a_relay_whose_answer_is_lost_says_so_and_a_keyed_retry_stores_once(
         assert values == ['{"order":7}']  # the first attempt's append, once
         assert end == 1
     finally:
-        for proc in cluster.procs.values():
+        for proc in cluster.processes.values():
             if proc.process is not None and proc.running():
                 proc.process.send_signal(signal.SIGCONT)
         cluster.stop_all()

@@ -75,7 +75,7 @@ def test_an_unclean_election_logs_and_counts_the_committed_records_it_loses(
         wait_for(lambda: cluster.leader(topic) == 0, 30, "broker 0 leading")
         produce(cluster, 0, topic, [f"both-{i}" for i in range(BEFORE)])
 
-        cluster.procs[1].kill()
+        cluster.processes[1].kill()
         wait_for(lambda: (cluster.describe(topic) or {}).get("isr") == [0], 30, "ISR [0]")
         produce(cluster, 0, topic, [f"alone-{i}" for i in range(ALONE)])
         assert cluster.high_watermark(topic) == BEFORE + ALONE
@@ -88,7 +88,7 @@ def test_an_unclean_election_logs_and_counts_the_committed_records_it_loses(
             "broker 0's high watermark checkpointed",
         )
 
-        cluster.procs[0].kill()
+        cluster.processes[0].kill()
         cluster.start(1)
         wait_for(lambda: cluster.leader(topic) == 1, 60, "broker 1 elected uncleanly")
         produce(cluster, 1, topic, ["after"])
