@@ -28,6 +28,7 @@ from tests.support import ServiceProcess, free_port, unique
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+POSTGRES_SERVER_URL = "postgresql+psycopg://postgres@127.0.0.1:5432"
 
 
 def _listening(port: int) -> bool:
@@ -202,17 +203,41 @@ def redis_prefix() -> Iterator[str]:
     client.close()
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL database of this test's own on the machine's real server, dropped afterwards."""
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A database holding the cluster metadata's tables, made once per test worker: each test's
+    database is cloned from it (``CREATE DATABASE ... TEMPLATE``), which is quicker than creating
+    one and its tables afresh. No connection to it stays open (cloning needs none)."""
     import sqlalchemy
 
+    from headwater_broker.cluster.tables import metadata
+
     require("postgres")
-    name = unique("hwtest").replace("-", "_")
+    name = unique("hwtemplate").replace("-", "_")
     admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    template = sqlalchemy.create_engine(f"{POSTGRES_SERVER_URL}/{name}")
+    with template.begin() as conn:
+        metadata.create_all(conn)
+    template.dispose()
+    yield name
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_template: str) -> Iterator[str]:
+    """A PostgreSQL database of this test's own on the machine's real server (a clone of the
+    worker's template: the cluster metadata's tables, no rows), dropped afterwards."""
+    import sqlalchemy
+
+    name = unique("hwtest").replace("-", "_")
+    admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"'))
+    yield f"{POSTGRES_SERVER_URL}/{name}"
     with admin.connect() as conn:
         conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
