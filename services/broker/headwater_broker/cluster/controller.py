@@ -19,6 +19,7 @@ Tests drive the same methods step by step: :meth:`campaign_or_renew` and :meth:`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -102,6 +103,9 @@ class Controller:
         self._last_prune = 0.0
         self._reports: election.Reports = election.NO_REPORTS
         """The fresh sessions' reports of unreachable leaders, as of the last reconcile."""
+        # Set when work should not wait for the next tick: a new term's full pass, as soon as
+        # the image has caught up with the election (a starting broker is active sooner).
+        self._work_due = asyncio.Event()
 
     # --- the lease ------------------------------------------------------------------------------
 
@@ -160,6 +164,8 @@ class Controller:
                 )
             except TimeoutError:
                 return False
+        if self.active and self._full_pass_due:
+            self._work_due.set()  # a new term (or one not yet worked): its full pass now
         return self.active
 
     def _elected(self, lease: Lease) -> None:
@@ -330,7 +336,11 @@ class Controller:
                     log.warning("controller: metadata store unavailable: %s", exc)
                 except Exception:
                     log.exception("controller reconcile failed")
-            await asyncio.sleep(self.settings.heartbeat_interval_ms / 1000)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._work_due.wait(), self.settings.heartbeat_interval_ms / 1000
+                )
+            self._work_due.clear()
 
     # --- admin operations -----------------------------------------------------------------------
 
