@@ -1,12 +1,13 @@
-"""A broker app in this process, reached through httpx's ASGI transport, and the media types the
-broker's integration tests send it."""
+"""A broker app in this process, reached through httpx's ASGI transport; one broker shared by a
+whole test module; and the media types the broker's integration tests send it."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,42 @@ async def http_server(app: ASGIApp) -> AsyncIterator[str]:
         server.should_exit = True
         await asyncio.wait_for(task, 10)
         sock.close()
+
+
+@contextmanager
+def shared_broker(data_dir: Path, **settings: Any) -> Iterator[str]:
+    """A broker app served on a loopback port from a thread and event loop of its own, for
+    every test of a module that needs only its HTTP API (each test uses topics of its own); yields
+    its base URL. One start per module instead of one per test."""
+    ready = threading.Event()
+    stop: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+    urls: list[str] = []
+    failures: list[BaseException] = []
+
+    async def serve() -> None:
+        stop.append((asyncio.get_running_loop(), asyncio.Event()))
+        app = create_app(BrokerSettings(data_dir=str(data_dir), **settings))
+        async with app.router.lifespan_context(app), http_server(app) as url:
+            urls.append(url)
+            ready.set()
+            await stop[0][1].wait()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as exc:  # reported to the test that waits for it
+            failures.append(exc)
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=run, name="shared-broker", daemon=True)
+    thread.start()
+    ready.wait(60)
+    if failures or not urls:
+        raise RuntimeError(f"the shared broker did not start: {failures}")
+    try:
+        yield urls[0]
+    finally:
+        loop, stopping = stop[0]
+        loop.call_soon_threadsafe(stopping.set)
+        thread.join(30)

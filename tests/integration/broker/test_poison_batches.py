@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import cramjam
+import httpx
 import pytest
 
 from headwater.records import Compression, encode_batch
@@ -115,13 +116,12 @@ async def test_a_decompression_bomb_is_refused_with_nothing_appended(
         assert await end_offsets(client, topic) == [1]
 
 
-async def test_a_gzip_bomb_meets_the_default_cap(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        topic = await make_topic(client)
-        refused = await post_batches(client, topic, seal(section_bomb(Compression.GZIP), 1, 1))
-        assert (refused.status_code, refused.json()["error_code"]) == (400, 40003)
-        assert f"more than {64 * 1_048_576} bytes" in refused.json()["message"]
-        assert await end_offsets(client, topic) == [0]
+async def test_a_gzip_bomb_meets_the_default_cap(client: httpx.AsyncClient) -> None:
+    topic = await make_topic(client)
+    refused = await post_batches(client, topic, seal(section_bomb(Compression.GZIP), 1, 1))
+    assert (refused.status_code, refused.json()["error_code"]) == (400, 40003)
+    assert f"more than {64 * 1_048_576} bytes" in refused.json()["message"]
+    assert await end_offsets(client, topic) == [0]
 
 
 def _large_records(size: int) -> list[RecordTuple]:

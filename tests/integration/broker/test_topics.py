@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from headwater import __version__
@@ -159,15 +160,14 @@ async def test_a_refused_alter_changes_nothing(
         assert configs == {**DEFAULT_CONFIGS, "segment.ms": "1000"}
 
 
-async def test_alter_configs_of_a_missing_topic_or_without_json(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        missing = await client.patch("/topics/nope/configs", json={"set": {}})
-        assert (missing.status_code, missing.json()["error_code"]) == (404, 40401)
-        await client.post("/topics", json={"name": "t"})
-        text = await client.patch(
-            "/topics/t/configs", content=b"retention.ms=1", headers={"content-type": "text/plain"}
-        )
-        assert (text.status_code, text.json()["error_code"]) == (415, 415)
+async def test_alter_configs_of_a_missing_topic_or_without_json(client: httpx.AsyncClient) -> None:
+    missing = await client.patch("/topics/nope/configs", json={"set": {}})
+    assert (missing.status_code, missing.json()["error_code"]) == (404, 40401)
+    await client.post("/topics", json={"name": "t"})
+    text = await client.patch(
+        "/topics/t/configs", content=b"retention.ms=1", headers={"content-type": "text/plain"}
+    )
+    assert (text.status_code, text.json()["error_code"]) == (415, 415)
 
 
 async def test_default_partitions_setting(tmp_path: Path) -> None:
@@ -254,20 +254,19 @@ async def test_partitions_only_grow(tmp_path: Path) -> None:
         assert offsets.json() == {"beginning_offset": 0, "end_offset": 0}
 
 
-async def test_bad_media_and_json(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        text = await client.post(
-            "/topics", content=b'{"name": "x"}', headers={"content-type": "text/plain"}
-        )
-        assert (text.status_code, text.json()["error_code"]) == (415, 415)
-        broken = await client.post(
-            "/topics", content=b'{"name": ', headers={"content-type": "application/json"}
-        )
-        assert (broken.status_code, broken.json()) == (
-            400,
-            {"error_code": 40002, "message": "Malformed JSON in request body"},
-        )
-        assert (await client.get("/topics")).json() == []
+async def test_bad_media_and_json(client: httpx.AsyncClient) -> None:
+    text = await client.post(
+        "/topics", content=b'{"name": "x"}', headers={"content-type": "text/plain"}
+    )
+    assert (text.status_code, text.json()["error_code"]) == (415, 415)
+    broken = await client.post(
+        "/topics", content=b'{"name": ', headers={"content-type": "application/json"}
+    )
+    assert (broken.status_code, broken.json()) == (
+        400,
+        {"error_code": 40002, "message": "Malformed JSON in request body"},
+    )
+    assert (await client.get("/topics")).json() == []
 
 
 async def test_request_size_limit_applies_to_admin_bodies(tmp_path: Path) -> None:
@@ -291,69 +290,69 @@ async def test_recreated_topic_starts_at_offset_zero(tmp_path: Path) -> None:
         assert offsets.json() == {"beginning_offset": 0, "end_offset": 0}
 
 
-async def test_health_and_openapi(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        assert (await client.get("/healthz")).json() == {
-            "status": "ok",
-            "service": "broker",
-            "version": __version__,
-            "pid": os.getpid(),
-        }
-        ready = await client.get("/readyz")
-        assert ready.status_code == 200
-        assert ready.json()["status"] == "ready"
-        spec = (await client.get("/openapi.json")).json()
-        batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
-        assert set(batches["requestBody"]["content"]) == {
-            "application/vnd.headwater.batches",
-            "application/octet-stream",
-        }
-        produce = spec["paths"]["/topics/{topic}"]["post"]
-        assert "application/vnd.kafka.binary.v2+json" in produce["requestBody"]["content"]
+async def test_health_and_openapi(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json() == {
+        "status": "ok",
+        "service": "broker",
+        "version": __version__,
+        "pid": os.getpid(),
+    }
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+    spec = (await client.get("/openapi.json")).json()
+    batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
+    assert set(batches["requestBody"]["content"]) == {
+        "application/vnd.headwater.batches",
+        "application/octet-stream",
+    }
+    produce = spec["paths"]["/topics/{topic}"]["post"]
+    assert "application/vnd.kafka.binary.v2+json" in produce["requestBody"]["content"]
 
 
-async def test_openapi_documents_response_models_and_errors(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        spec = (await client.get("/openapi.json")).json()
-        create = spec["paths"]["/topics"]["post"]["responses"]
-        assert create["201"]["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/TopicDescription"
-        }
-        assert create["409"]["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/ErrorBody"
-        }
-        fetch = spec["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]
-        assert set(fetch["responses"]["200"]["content"]) == {
-            "application/vnd.kafka.v2+json",
-            "application/json",
-            "application/vnd.kafka.json.v2+json",
-            "application/vnd.kafka.binary.v2+json",
-            "application/vnd.headwater.batches",
-        }
-        assert "416" in fetch["responses"]
-        # The cluster: GET /cluster, 421 naming the leader on the fast paths, 503 with
-        # Retry-After where a leader or the controller may be missing.
-        described = spec["paths"]["/cluster"]["get"]["responses"]["200"]
-        assert described["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/ClusterDescription"
-        }
-        batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
-        for operation in (batches, fetch):
-            misdirected = operation["responses"]["421"]["content"]["application/json"]["schema"]
-            assert misdirected == {"$ref": "#/components/schemas/NotLeaderBody"}
-            unavailable = operation["responses"]["503"]
-            assert unavailable["headers"]["Retry-After"]["schema"] == {"type": "integer"}
-        assert "503" in spec["paths"]["/topics"]["post"]["responses"]
-        not_leader = spec["components"]["schemas"]["NotLeaderBody"]["properties"]
-        assert {"leader_id", "leader_url", "leader_epoch"} <= set(not_leader)
+async def test_openapi_documents_response_models_and_errors(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    create = spec["paths"]["/topics"]["post"]["responses"]
+    assert create["201"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/TopicDescription"
+    }
+    assert create["409"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorBody"
+    }
+    fetch = spec["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]
+    assert set(fetch["responses"]["200"]["content"]) == {
+        "application/vnd.kafka.v2+json",
+        "application/json",
+        "application/vnd.kafka.json.v2+json",
+        "application/vnd.kafka.binary.v2+json",
+        "application/vnd.headwater.batches",
+    }
+    assert "416" in fetch["responses"]
+    # The cluster: GET /cluster, 421 naming the leader on the fast paths, 503 with
+    # Retry-After where a leader or the controller may be missing.
+    described = spec["paths"]["/cluster"]["get"]["responses"]["200"]
+    assert described["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ClusterDescription"
+    }
+    batches = spec["paths"]["/topics/{topic}/partitions/{partition}/batches"]["post"]
+    for operation in (batches, fetch):
+        misdirected = operation["responses"]["421"]["content"]["application/json"]["schema"]
+        assert misdirected == {"$ref": "#/components/schemas/NotLeaderBody"}
+        unavailable = operation["responses"]["503"]
+        assert unavailable["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+    assert "503" in spec["paths"]["/topics"]["post"]["responses"]
+    not_leader = spec["components"]["schemas"]["NotLeaderBody"]["properties"]
+    assert {"leader_id", "leader_url", "leader_epoch"} <= set(not_leader)
 
 
-async def test_json_answers_respect_accept(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        refused = await client.get("/topics", headers={"accept": "text/html"})
-        assert (refused.status_code, refused.json()["error_code"]) == (406, 406)
-        fine = await client.get("/topics", headers={"accept": "text/html, */*;q=0.1"})
-        assert (fine.status_code, fine.json()) == (200, [])
+async def test_json_answers_respect_accept(client: httpx.AsyncClient) -> None:
+    name = unique("listed")
+    assert (await client.post("/topics", json={"name": name})).status_code == 201
+    refused = await client.get("/topics", headers={"accept": "text/html"})
+    assert (refused.status_code, refused.json()["error_code"]) == (406, 406)
+    fine = await client.get("/topics", headers={"accept": "text/html, */*;q=0.1"})
+    assert fine.status_code == 200
+    assert name in fine.json()
 
 
 async def test_cluster_describes_this_one_broker_cluster(tmp_path: Path) -> None:
@@ -377,43 +376,42 @@ async def test_cluster_describes_this_one_broker_cluster(tmp_path: Path) -> None
         assert again["controller"]["epoch"] == 2
 
 
-async def test_reassignment_route_validates_and_reports_the_state(tmp_path: Path) -> None:
-    async with broker(tmp_path) as client:
-        name = unique("reassign")
-        assert (
-            await client.post("/topics", json={"name": name, "partitions": 1})
-        ).status_code == 201
-        path = f"/topics/{name}/partitions/0/reassignment"
-        before = (await client.get(path)).json()
-        assert before == {
-            "topic": name,
-            "partition": 0,
-            "in_progress": False,
-            "replicas": [0],
-            "target_replicas": [0],
-            "adding": [],
-            "removing": [],
-            "isr": [0],
-            "leader": 0,
-            "leader_epoch": before["leader_epoch"],
-            "partition_epoch": before["partition_epoch"],
-        }
-        for replicas in ([], [0, 0], [0, 7]):
-            refused = await client.post(path, json={"replicas": replicas})
-            assert (refused.status_code, refused.json()["error_code"]) == (422, 42206)
-        malformed = await client.post(path, json={"replicas": "0"})
-        assert malformed.status_code == 422
-        assert (await client.get(path)).json() == before
-        # The replicas of before: nothing to move.
-        same = await client.post(path, json={"replicas": [0]})
-        assert same.status_code == 200
-        assert same.json() == before
-        missing = await client.get(f"/topics/{name}/partitions/3/reassignment")
-        assert (missing.status_code, missing.json()["error_code"]) == (404, 40402)
-        spec = (await client.get("/openapi.json")).json()
-        route = spec["paths"]["/topics/{topic}/partitions/{partition}/reassignment"]
-        assert route["post"]["responses"]["200"]["content"]["application/json"]["schema"] == {
-            "$ref": "#/components/schemas/Reassignment"
-        }
-        assert "422" in route["post"]["responses"]
-        assert "get" in route
+async def test_reassignment_route_validates_and_reports_the_state(
+    client: httpx.AsyncClient,
+) -> None:
+    name = unique("reassign")
+    assert (await client.post("/topics", json={"name": name, "partitions": 1})).status_code == 201
+    path = f"/topics/{name}/partitions/0/reassignment"
+    before = (await client.get(path)).json()
+    assert before == {
+        "topic": name,
+        "partition": 0,
+        "in_progress": False,
+        "replicas": [0],
+        "target_replicas": [0],
+        "adding": [],
+        "removing": [],
+        "isr": [0],
+        "leader": 0,
+        "leader_epoch": before["leader_epoch"],
+        "partition_epoch": before["partition_epoch"],
+    }
+    for replicas in ([], [0, 0], [0, 7]):
+        refused = await client.post(path, json={"replicas": replicas})
+        assert (refused.status_code, refused.json()["error_code"]) == (422, 42206)
+    malformed = await client.post(path, json={"replicas": "0"})
+    assert malformed.status_code == 422
+    assert (await client.get(path)).json() == before
+    # The replicas of before: nothing to move.
+    same = await client.post(path, json={"replicas": [0]})
+    assert same.status_code == 200
+    assert same.json() == before
+    missing = await client.get(f"/topics/{name}/partitions/3/reassignment")
+    assert (missing.status_code, missing.json()["error_code"]) == (404, 40402)
+    spec = (await client.get("/openapi.json")).json()
+    route = spec["paths"]["/topics/{topic}/partitions/{partition}/reassignment"]
+    assert route["post"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Reassignment"
+    }
+    assert "422" in route["post"]["responses"]
+    assert "get" in route
