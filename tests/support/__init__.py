@@ -1,6 +1,9 @@
 """Test support: real service processes on loopback ports, unique names, shared by every suite.
 
-``tests.support.lazyfs`` adds a filesystem that loses unsynced writes, for power-loss tests.
+``tests.support.waiting`` polls for a condition (``wait_until``), ``tests.support.cluster``
+runs brokers as one cluster of processes (``BrokerCluster``), ``tests.support.schemas`` holds
+the shared ``shop.Order`` schema, and ``tests.support.lazyfs`` adds a filesystem that loses
+unsynced writes, for power-loss tests.
 """
 
 from __future__ import annotations
