@@ -152,17 +152,27 @@ def pytest_configure(config: pytest.Config) -> None:
 # pass beside a busy loop per core too (``make soak``).
 FAULT_DIRECTORIES = ("tests/e2e/replication/", "tests/e2e/cluster/", "tests/e2e/broker/")
 # The longest groups start first, so that the run does not wait on one begun last.
-LONG_GROUPS = ("faults", "spark")
+LONG_GROUPS = ("faults", "spark", "spark-processes")
+# Spark tests that run spark-submit, the demo or the job's CLI as processes of their own: they
+# share no session with the rest, so a second worker runs them beside the session's group.
+SPARK_PROCESS_MODULES = (
+    "tests/spark/test_spark_submit.py",
+    "tests/spark/test_spark_demo.py",
+    "tests/spark/test_spark_validate_exits.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the fault tests on one parallel worker, and every Spark test on one (each worker
-    would otherwise start a JVM session of its own); put both groups first."""
+    """Group the fault tests on one parallel worker, and the Spark tests that share a session on
+    one (each worker would otherwise start a JVM session of its own), those that start Spark as
+    processes of their own on another; put the groups first."""
     groups: dict[str, str] = {}
     for item in items:
         path = item.nodeid
         if path.startswith(FAULT_DIRECTORIES):
             groups[item.nodeid] = "faults"
+        elif path.startswith(SPARK_PROCESS_MODULES):
+            groups[item.nodeid] = "spark-processes"
         elif path.startswith("tests/spark/") or item.get_closest_marker("spark") is not None:
             groups[item.nodeid] = "spark"
         if item.nodeid in groups:
