@@ -8,10 +8,13 @@ back to a default. Values may be given as strings (as in a properties file) or a
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
+from headwater.client.tls import client_ssl_context
 from headwater.records.compression import Compression
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:8082"
@@ -52,7 +55,7 @@ def _optional_str(key: str, raw: object) -> str | None:
     return _str(key, raw) or None
 
 
-def broker_urls(items: Iterable[object]) -> tuple[str, ...]:
+def broker_urls(items: Iterable[object], default_scheme: str = "http") -> tuple[str, ...]:
     """Broker URLs as users write them (``host:port`` is ``http://host:port``), blanks skipped and
     trailing slashes cut; ValueError for an item that is no http(s) URL, or for none at all.
 
@@ -64,7 +67,7 @@ def broker_urls(items: Iterable[object]) -> tuple[str, ...]:
         if not url:
             continue
         if "://" not in url:
-            url = f"http://{url}"  # Kafka users write host:port
+            url = f"{default_scheme}://{url}"  # Kafka users write host:port
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"{item!r} is not an http(s) URL or host:port")
         urls.append(url)
@@ -110,6 +113,22 @@ def _offset_reset(key: str, raw: object) -> str:
 
 # key -> (parser, default). One table for every client: a config dict may be shared between a
 # producer and a consumer (as with Kafka's clients), so keys of the other role are accepted.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def _security_protocol(key: str, raw: object) -> str:
+    text = str(raw).strip().upper()
+    if text not in SECURITY_PROTOCOLS:
+        raise ValueError(f"{key}: expected one of {', '.join(SECURITY_PROTOCOLS)}, got {raw!r}")
+    if text.startswith("SASL"):
+        raise ValueError(
+            f"{key}: {text} needs SASL authentication, which this version does not have yet; "
+            "use SSL (TLS, and mutual TLS with ssl.certificate.location) or PLAINTEXT"
+        )
+    return text
+
+
 _KEYS: dict[str, tuple[Callable[[str, object], Any], object]] = {
     "bootstrap.servers": (_servers, DEFAULT_BOOTSTRAP),
     "client.id": (_str, "headwater-python"),
@@ -139,6 +158,10 @@ _KEYS: dict[str, tuple[Callable[[str, object], Any], object]] = {
     "session.timeout.ms": (_int(1), 45_000),
     "heartbeat.interval.ms": (_int(1), 3_000),
     "coordinator.url": (_optional_str, None),
+    "security.protocol": (_security_protocol, "PLAINTEXT"),
+    "ssl.ca.location": (_optional_str, None),
+    "ssl.certificate.location": (_optional_str, None),
+    "ssl.key.location": (_optional_str, None),
 }
 
 
@@ -147,7 +170,41 @@ def parse_config(config: Mapping[str, object]) -> dict[str, Any]:
     unknown = sorted(set(config) - set(_KEYS))
     if unknown:
         raise ValueError(f"unknown configuration key(s): {', '.join(map(repr, unknown))}")
-    return {key: parser(key, config.get(key, default)) for key, (parser, default) in _KEYS.items()}
+    parsed = {
+        key: parser(key, config.get(key, default)) for key, (parser, default) in _KEYS.items()
+    }
+    _check_transport(config, parsed)
+    return parsed
+
+
+def _check_transport(config: Mapping[str, object], parsed: dict[str, Any]) -> None:
+    """Make the URLs agree with ``security.protocol``: with SSL a bare ``host:port`` is https and
+    an http:// URL is refused (a TLS client must not fall back to plain text). Under PLAINTEXT an
+    explicit https:// URL still means TLS: the URL names its scheme, as an HTTP client's does.
+    ``ssl.*`` files must exist."""
+    tls = parsed["security.protocol"] in TLS_PROTOCOLS
+    key = "bootstrap.servers"
+    raw = config.get(key, DEFAULT_BOOTSTRAP)
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if tls and key not in config:
+        parsed[key] = (DEFAULT_BOOTSTRAP.replace("http://", "https://"),)
+    elif tls and isinstance(items, list | tuple):
+        parsed[key] = broker_urls(items, default_scheme="https")  # host:port is https here
+    coordinator = parsed["coordinator.url"]
+    named = [(key, url) for url in parsed[key]]
+    named += [("coordinator.url", u.strip()) for u in (coordinator or "").split(",") if u.strip()]
+    for where, url in named:
+        if tls and url.startswith("http://"):
+            raise ValueError(
+                f"{where}: {url} is plain HTTP but security.protocol is "
+                f"{parsed['security.protocol']}: use https://"
+            )
+    for file_key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
+        path = parsed[file_key]
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{file_key}: no such file: {path}")
+    if (parsed["ssl.certificate.location"] is None) != (parsed["ssl.key.location"] is None):
+        raise ValueError("ssl.certificate.location and ssl.key.location go together")
 
 
 # A setting's attribute is its key with dots as underscores (``retry.backoff.ms``:
@@ -166,8 +223,23 @@ def _fields(config_class: type[Any], parsed: Mapping[str, Any], **computed: Any)
     return {name: parsed[key] for name, key in keys.items()} | computed
 
 
+class _Transport:
+    """What every client's settings say about TLS (Kafka's ``security.protocol`` and ``ssl.*``)."""
+
+    __slots__ = ()
+    ssl_ca_location: str | None
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context of this client's HTTP connections (used only for https URLs)."""
+        return client_ssl_context(
+            self.ssl_ca_location, self.ssl_certificate_location, self.ssl_key_location
+        )
+
+
 @dataclass(frozen=True, slots=True)
-class ProducerConfig:
+class ProducerConfig(_Transport):
     """A producer's settings.
 
     ``batch.size`` defaults to 1,000,000 bytes rather than Kafka's 16 KiB: every request costs an
@@ -192,6 +264,11 @@ class ProducerConfig:
     max_block_ms: int
     metadata_max_age_ms: int
 
+    security_protocol: str
+    ssl_ca_location: str | None
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
+
     @classmethod
     def from_dict(cls, config: Mapping[str, object]) -> ProducerConfig:
         v = parse_config(config)
@@ -210,7 +287,7 @@ class ProducerConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerConfig:
+class ConsumerConfig(_Transport):
     """A consumer's settings (``group.id`` and the commit keys are used once groups exist)."""
 
     bootstrap_servers: tuple[str, ...]
@@ -229,19 +306,29 @@ class ConsumerConfig:
     heartbeat_interval_ms: int
     coordinator_url: str | None
 
+    security_protocol: str
+    ssl_ca_location: str | None
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
+
     @classmethod
     def from_dict(cls, config: Mapping[str, object]) -> ConsumerConfig:
         return cls(**_fields(cls, parse_config(config)))
 
 
 @dataclass(frozen=True, slots=True)
-class AdminConfig:
+class AdminConfig(_Transport):
     """The admin client's settings."""
 
     bootstrap_servers: tuple[str, ...]
     client_id: str
     request_timeout_ms: int
     retry_backoff_ms: int
+
+    security_protocol: str
+    ssl_ca_location: str | None
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
 
     @classmethod
     def from_dict(cls, config: Mapping[str, object]) -> AdminConfig:

@@ -500,6 +500,7 @@ class Consumer(Closeable):
                 self._offsets_client = CoordinatorClient(
                     self.config.coordinator_url or DEFAULT_COORDINATOR,
                     timeout=self.config.request_timeout_ms / 1000,
+                    ssl_context=self.config.ssl_context(),
                 )
             client = self._offsets_client
         stored = client.committed(group_id)

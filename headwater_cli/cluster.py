@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import ssl
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import orjson
 
+from headwater.config import AdminConfig
 from headwater.errors import BROKER
-from headwater_cli.topics import add_bootstrap_argument, report
+from headwater_cli.topics import add_bootstrap_argument, broker_config, report
 
 
-def describe(bootstrap: str, timeout_s: float = 10.0) -> dict[str, Any]:
+def describe(
+    bootstrap: str | Sequence[str],
+    timeout_s: float = 10.0,
+    verify: ssl.SSLContext | bool = True,
+) -> dict[str, Any]:
     """``GET /cluster`` from the first bootstrap server that answers (any broker can)."""
-    urls = [u.strip().rstrip("/") for u in bootstrap.split(",") if u.strip()]
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
+    urls = [u.strip().rstrip("/") for u in items if u.strip()]
     last: httpx.TransportError | None = None
     for url in urls:
         try:
-            answer = httpx.get(f"{url}/cluster", timeout=timeout_s)
+            answer = httpx.get(f"{url}/cluster", timeout=timeout_s, verify=verify)
         except httpx.TransportError as exc:
             last = exc
             continue
@@ -34,7 +42,10 @@ def describe(bootstrap: str, timeout_s: float = 10.0) -> dict[str, Any]:
 
 def run_describe(args: argparse.Namespace) -> int:
     def body() -> int:
-        cluster = describe(args.bootstrap_server, args.request_timeout_ms / 1000)
+        config = AdminConfig.from_dict(broker_config(args))
+        cluster = describe(
+            config.bootstrap_servers, args.request_timeout_ms / 1000, config.ssl_context()
+        )
         controller = cluster["controller"]
         who = "none" if controller["broker_id"] < 0 else f"broker {controller['broker_id']}"
         print(f"Cluster: {cluster['cluster_id']}")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from headwater.admin import AdminClient
 from headwater_cli.endpoints import BROKERS
+from headwater_cli.properties import read_properties
 from headwater_cli.reporting import run_reporting_errors
 
 REQUEST_TIMEOUT = "HEADWATER_REQUEST_TIMEOUT_MS"
@@ -28,11 +30,22 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         help="how long one request to the brokers may take, retries of an admin request "
         f"included (default: ${REQUEST_TIMEOUT}, else 30000)",
     )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="a Kafka client properties file (security.protocol, ssl.ca.location, "
+        "ssl.certificate.location, ssl.key.location), as Kafka's tools take",
+    )
 
 
 def broker_config(args: argparse.Namespace) -> dict[str, object]:
-    """The SDK client settings every broker command's clients start from."""
-    return {
+    """The SDK client settings every broker command's clients start from: the
+    ``--command-config`` file's, then the bootstrap servers and timeout of the command line."""
+    properties: dict[str, object] = {}
+    if getattr(args, "command_config", None) is not None:
+        properties.update(read_properties(args.command_config))
+    return properties | {
         "bootstrap.servers": args.bootstrap_server,
         "request.timeout.ms": args.request_timeout_ms,
     }

@@ -9,6 +9,7 @@ connection pool); tests pass their own ``transport`` (``httpx.MockTransport``, a
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -263,6 +264,7 @@ class BrokerClient(Closeable):
         transport: httpx.BaseTransport | None = None,
         client_id: str = "headwater-python",
         max_connections: int = 16,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
@@ -270,7 +272,7 @@ class BrokerClient(Closeable):
             base_url=self.base_url,
             timeout=timeout,
             transport=transport,
-            verify=shared_ssl_context(),
+            verify=ssl_context or shared_ssl_context(),
             headers={"User-Agent": f"headwater-python ({client_id})"},
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections

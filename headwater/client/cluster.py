@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -99,6 +100,7 @@ class ClientSettings(Protocol):
     def request_timeout_ms(self) -> int: ...
     @property
     def retry_backoff_ms(self) -> int: ...
+    def ssl_context(self) -> ssl.SSLContext: ...
 
 
 @dataclass(slots=True)
@@ -132,6 +134,7 @@ class ClusterClient(Closeable):
         max_connections: int = 16,
         retry_backoff_ms: int = 100,
         min_refresh_ms: int = 100,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not urls:
             raise ValueError("at least one bootstrap broker URL is needed")
@@ -142,6 +145,7 @@ class ClusterClient(Closeable):
         self._transport = transport
         self._client_id = client_id
         self._max_connections = max_connections
+        self._ssl_context = ssl_context
         self._lock = threading.Lock()
         self._fetch_locks: dict[str, threading.Lock] = {}
         self._clients: dict[str, BrokerClient] = {}
@@ -170,6 +174,7 @@ class ClusterClient(Closeable):
             client_id=settings.client_id,
             max_connections=max_connections,
             retry_backoff_ms=settings.retry_backoff_ms,
+            ssl_context=settings.ssl_context(),
         )
 
     # -- brokers ------------------------------------------------------------------------------
@@ -188,6 +193,7 @@ class ClusterClient(Closeable):
                     transport=self._transport,
                     client_id=self._client_id,
                     max_connections=self._max_connections,
+                    ssl_context=self._ssl_context,
                 )
             return client
 

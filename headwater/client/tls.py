@@ -8,6 +8,7 @@ context instead (the same settings httpx's default gives; SSLContext is safe to 
 
 from __future__ import annotations
 
+import functools
 import ssl
 import threading
 
@@ -25,3 +26,22 @@ def shared_ssl_context() -> ssl.SSLContext:
         if _context is None:
             _context = httpx.create_ssl_context()
         return _context
+
+
+@functools.lru_cache(maxsize=32)
+def client_ssl_context(
+    ca_location: str | None = None,
+    certificate_location: str | None = None,
+    key_location: str | None = None,
+) -> ssl.SSLContext:
+    """The context of clients configured with Kafka's ``ssl.ca.location`` (the CA bundle that
+    signs the servers' certificates; the system's when None) and, for mutual TLS,
+    ``ssl.certificate.location`` and ``ssl.key.location``; made once per distinct set."""
+    if ca_location is None and certificate_location is None:
+        return shared_ssl_context()
+    context = ssl.create_default_context(cafile=ca_location)
+    if certificate_location is not None:
+        if key_location is None:
+            raise ValueError("ssl.certificate.location needs ssl.key.location")
+        context.load_cert_chain(certificate_location, key_location)
+    return context

@@ -9,6 +9,7 @@ fails at the transport level is skipped for that request. Thread-safe (one ``htt
 from __future__ import annotations
 
 import itertools
+import ssl
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from headwater.client.tls import shared_ssl_context
 from headwater.closeable import Closeable
 from headwater.groups.errors import COORDINATOR, GroupNotFoundError
 from headwater.topic_partition import TopicPartition
@@ -56,6 +58,7 @@ class CoordinatorClient(Closeable):
         *,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if isinstance(urls, str):
             urls = [u for u in urls.split(",") if u.strip()]
@@ -64,7 +67,9 @@ class CoordinatorClient(Closeable):
             raise ValueError("at least one coordinator URL is required")
         self._next = itertools.count()
         self._lock = threading.Lock()
-        self._http = httpx.Client(timeout=timeout, transport=transport)
+        self._http = httpx.Client(
+            timeout=timeout, transport=transport, verify=ssl_context or shared_ssl_context()
+        )
 
     def close(self) -> None:
         self._http.close()

@@ -73,6 +73,7 @@ class ConsumerGroup:
         self.client = CoordinatorClient(
             config.coordinator_url or DEFAULT_COORDINATOR,
             timeout=config.request_timeout_ms / 1000,
+            ssl_context=config.ssl_context(),
         )
         self.membership: GroupMembership | None = None
         self.on_assign: GroupCallback | None = None

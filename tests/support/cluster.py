@@ -8,6 +8,7 @@ id, port and data. The suites' own cluster classes add what they look at on top 
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,12 +35,21 @@ class BrokerCluster:
         self.size = size
         self.metadata_url = metadata_url or f"sqlite:///{root / 'cluster.db'}"
         self.common_env = {"BROKER_FSYNC": "never", **(env or {})}
+        tls = self.common_env.get("BROKER_TLS_CERT_FILE")
+        self.scheme = "https" if tls else "http"
+        # With TLS on, what the harness's own requests verify the brokers with and present.
+        self.verify: ssl.SSLContext | bool = True
+        if tls:
+            self.verify = ssl.create_default_context(
+                cafile=self.common_env.get("BROKER_TLS_CA_FILE") or None
+            )
+            self.verify.load_cert_chain(tls, self.common_env["BROKER_TLS_KEY_FILE"])
         self.ports = {b: free_port() for b in range(size)}
         self.processes: dict[int, ServiceProcess] = {}
         self.start_timeout_s = 60.0
 
     def url(self, broker_id: int) -> str:
-        return f"http://127.0.0.1:{self.ports[broker_id]}"
+        return f"{self.scheme}://127.0.0.1:{self.ports[broker_id]}"
 
     def env(self, broker_id: int, **extra: str) -> dict[str, str]:
         """Broker ``broker_id``'s environment, with ``extra`` on top."""
@@ -85,7 +95,8 @@ class BrokerCluster:
         sees them."""
         for broker_id in self.running():
             try:
-                body = httpx.get(f"{self.url(broker_id)}/cluster", timeout=5).json()
+                answer = httpx.get(f"{self.url(broker_id)}/cluster", timeout=5, verify=self.verify)
+                body = answer.json()
             except httpx.HTTPError:
                 continue
             return sorted(b["broker_id"] for b in body["brokers"] if b["state"] == "active")

@@ -77,6 +77,7 @@ from headwater_broker.routing import Routing
 from headwater_broker.settings import BrokerSettings
 from headwater_broker.topic_admin import TopicAdmin
 from headwater_kernel.clock import SYSTEM_CLOCK, Clock
+from headwater_kernel.security.tls import client_ssl_context
 from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker")
@@ -98,7 +99,9 @@ class Broker:
         self.clock = clock
         self.producer_ids = ProducerRegistry(settings.producer_id_expiration_ms)
         self.registry = PartitionRegistry(self.data_dir, settings.fsync, self.producer_ids)
-        self.peers = Peers(settings.forward_timeout_ms, self.broker_id)
+        # What this broker's own clients (peers, controller, leaders) verify and present.
+        self.client_tls = client_ssl_context(settings)
+        self.peers = Peers(settings.forward_timeout_ms, self.broker_id, self.client_tls)
         self.is_open = False
         self._node: ClusterNode | None = None
         self._tasks = BackgroundTasks(log)
@@ -119,7 +122,9 @@ class Broker:
             lambda: self.is_open,
         )
         self.reads = Reads(settings, self.routing)
-        self.controller_requests = ControllerRequests(settings, self.registry, lambda: self._node)
+        self.controller_requests = ControllerRequests(
+            settings, self.registry, lambda: self._node, self.client_tls
+        )
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -165,6 +170,7 @@ class Broker:
                 # A follower's write failing on the disk takes it offline, as a leader's does.
                 on_disk_failure=node.take_storage_offline,
                 fetch_timeout_ms=self.settings.replica_fetch_timeout_ms,
+                ssl_context=self.client_tls,
             )
             node.unreachable_peers = self.replication.unreachable_leaders
             self.replication.start()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,12 +41,15 @@ class ControllerRequests:
         settings: BrokerSettings,
         registry: PartitionRegistry,
         node: Callable[[], ClusterNode | None],
+        ssl_context: ssl.SSLContext,
     ) -> None:
         self.settings = settings
         self.broker_id = BrokerId(settings.id)
         self.registry = registry
         self._node = node
-        self.client = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=8))
+        self.client = httpx.AsyncClient(
+            limits=httpx.Limits(max_keepalive_connections=8), verify=ssl_context
+        )
 
     async def close(self) -> None:
         await self.client.aclose()

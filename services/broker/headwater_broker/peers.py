@@ -15,6 +15,7 @@ controller.
 from __future__ import annotations
 
 import base64
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,10 +64,10 @@ class Relayed:
 class Peers:
     """One HTTP client for every peer broker (connections kept alive between requests)."""
 
-    def __init__(self, timeout_ms: int, broker_id: int) -> None:
+    def __init__(self, timeout_ms: int, broker_id: int, ssl_context: ssl.SSLContext) -> None:
         self.broker_id = broker_id
         self.timeout_s = timeout_ms / 1000
-        self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        self._client = httpx.AsyncClient(timeout=self.timeout_s, verify=ssl_context)
 
     async def close(self) -> None:
         await self._client.aclose()

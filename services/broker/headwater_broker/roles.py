@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -51,8 +52,10 @@ class Replication:
         fetch_max_wait_ms: int = 500,
         fetch_timeout_ms: int = 1000,
         on_disk_failure: Callable[[str], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.registry = registry
+        self.ssl_context = ssl_context
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.now_ms = now_ms
@@ -167,6 +170,7 @@ class Replication:
                 now_ms=self.now_ms,
                 max_wait_ms=self.fetch_max_wait_ms,
                 on_disk_failure=self.on_disk_failure,
+                ssl_context=self.ssl_context,
             )
             self.fetchers[state.leader] = fetcher
             fetcher.start()

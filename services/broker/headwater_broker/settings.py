@@ -19,7 +19,7 @@ class BrokerSettings(ServiceSettings):
 
     id: int = Field(default=0, ge=0)
     port: int = 0  # 0 = 8082 + id
-    advertised_url: str = ""  # "" = http://127.0.0.1:PORT
+    advertised_url: str = ""  # "" = http://127.0.0.1:PORT (https:// with TLS on)
     data_dir: str = ""  # "" = ./data/broker-ID
     fsync: FsyncPolicy = "interval"
     fsync_interval_ms: int = Field(default=1000, ge=1)
@@ -75,7 +75,7 @@ class BrokerSettings(ServiceSettings):
         if self.port == 0:
             self.port = 8082 + self.id
         if not self.advertised_url:
-            self.advertised_url = f"http://127.0.0.1:{self.port}"
+            self.advertised_url = f"{self.scheme}://127.0.0.1:{self.port}"
         if not self.data_dir:
             self.data_dir = str(Path("data") / f"broker-{self.id}")
         if not self.metadata_url:

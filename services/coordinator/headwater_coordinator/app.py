@@ -29,6 +29,7 @@ from headwater_coordinator.store.offsets import OffsetStore
 from headwater_kernel.app import create_service_app
 from headwater_kernel.clock import SYSTEM_CLOCK, Clock
 from headwater_kernel.errors import error_response
+from headwater_kernel.security.tls import client_ssl_context
 from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.coordinator")
@@ -117,7 +118,12 @@ async def _serving(
     """The coordinator on ``redis_url``, with its sweeper, change listener and lag gauges."""
     redis = connect(redis_url)
     keys = Keyspace(settings.key_prefix)
-    metadata = BrokerMetadata(settings.broker_urls, transport=broker_transport, clock=clock)
+    metadata = BrokerMetadata(
+        settings.broker_urls,
+        transport=broker_transport,
+        clock=clock,
+        ssl_context=client_ssl_context(settings),  # verifies https brokers against its CA
+    )
     changes = GroupChanges(redis, keys.changes)
     coordinator = Coordinator(
         group_store=GroupStore(redis, keys, settings.offsets_retention_ms),

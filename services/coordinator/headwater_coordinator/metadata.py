@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -75,11 +76,14 @@ class BrokerMetadata:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout_s: float = 5.0,
         clock: Clock = SYSTEM_CLOCK,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.brokers = brokers
         self.ttl_s = ttl_s
         self.clock = clock
-        self._http = httpx.AsyncClient(transport=transport, timeout=timeout_s)
+        self._http = httpx.AsyncClient(
+            transport=transport, timeout=timeout_s, verify=ssl_context or True
+        )
         self._cache: dict[str, tuple[float, TopicInfo | None]] = {}
         self._leaders: tuple[float, dict[int, str]] = (-1e9, {})  # GET /cluster: id -> URL
         self._inflight: dict[str, asyncio.Future[TopicInfo | None]] = {}

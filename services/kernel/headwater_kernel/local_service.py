@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -100,7 +101,9 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
     child inherits (a :class:`~headwater_kernel.directory_lock.DirectoryLock` it must hold too).
     ``start()`` waits until ``/healthz`` answers *from this child*: a port another process serves
     fails the start instead of passing for it. ``kill()`` sends SIGKILL (a crash); ``stop()``
-    SIGTERM (a clean shutdown).
+    SIGTERM (a clean shutdown). A service given a TLS certificate in ``env`` (its
+    ``..._TLS_CERT_FILE``) is reached over https, verified against its ``..._TLS_CA_FILE`` and
+    presenting its own certificate, as its peers do.
     """
 
     def __init__(
@@ -124,13 +127,24 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
         self.cwd = cwd
         self.pass_fds = pass_fds
         self.process: subprocess.Popen[bytes] | None = None
+        self._tls = _tls_files(self.env)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What a client of this service verifies it with and presents (None: plain HTTP)."""
+        if self._tls is None:
+            return None
+        ca, cert, key = self._tls
+        context = ssl.create_default_context(cafile=ca or None)
+        context.load_cert_chain(cert, key)
+        return context
 
     @property
     def pid(self) -> int | None:
@@ -164,7 +178,9 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
                     f"{self.module} exited with {self.process.returncode}{self._log_tail()}"
                 )
             try:
-                answer = httpx.get(f"{self.url}/healthz", timeout=1.0)
+                answer = httpx.get(
+                    f"{self.url}/healthz", timeout=1.0, verify=self.ssl_context() or True
+                )
             except httpx.HTTPError:
                 answer = None
             if answer is not None and answer.status_code == 200:
@@ -196,6 +212,16 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def _tls_files(env: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(CA, certificate, key) files of a service's TLS settings in ``env``; None without TLS."""
+
+    def ending(suffix: str) -> str:
+        return next((v for k, v in env.items() if k.endswith(suffix) and v), "")
+
+    cert = ending("_TLS_CERT_FILE")
+    return (ending("_TLS_CA_FILE"), cert, ending("_TLS_KEY_FILE")) if cert else None
 
 
 def _serving_pid(answer: httpx.Response) -> int | None:

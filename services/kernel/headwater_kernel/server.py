@@ -24,6 +24,7 @@ from fastapi import FastAPI
 from uvicorn.config import STARTUP_FAILURE
 
 from headwater_kernel import logs
+from headwater_kernel.security.tls import uvicorn_ssl_options
 from headwater_kernel.settings import ServiceSettings
 
 try:
@@ -199,6 +200,7 @@ def serve(app: FastAPI, settings: ServiceSettings, *, drain: Drain | None = None
         access_log=False,
         timeout_graceful_shutdown=5,
         http=HTTPOnlyProtocol,
+        **uvicorn_ssl_options(settings),
     )
     server = uvicorn.Server(config) if drain is None else _DrainingServer(config, drain)
     with contextlib.suppress(KeyboardInterrupt):

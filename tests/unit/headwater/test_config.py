@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,42 @@ def test_every_setting_is_read_from_its_own_key() -> None:
     assert (consumer.session_timeout_ms, consumer.heartbeat_interval_ms) == (22, 23)
     admin = AdminConfig.from_dict(common)
     assert (admin.client_id, admin.request_timeout_ms, admin.retry_backoff_ms) == ("c", 7, 9)
+
+
+def test_security_protocol_and_ssl_files_as_kafka_names_them(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read until a connection is made")
+    cfg = ProducerConfig.from_dict(
+        {
+            "bootstrap.servers": "b1:9093,https://b2:9093",
+            "security.protocol": "ssl",
+            "ssl.ca.location": str(ca),
+        }
+    )
+    assert cfg.bootstrap_servers == ("https://b1:9093", "https://b2:9093")  # bare host:port
+    assert (cfg.security_protocol, cfg.ssl_ca_location) == ("SSL", str(ca))
+    assert ProducerConfig.from_dict({}).security_protocol == "PLAINTEXT"
+    secured = ProducerConfig.from_dict({"security.protocol": "SSL"})
+    assert secured.bootstrap_servers == ("https://127.0.0.1:8082",)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"security.protocol": "TLS"}, "expected one of PLAINTEXT, SSL"),
+        ({"security.protocol": "SASL_SSL"}, "needs SASL authentication"),
+        ({"security.protocol": "SSL", "bootstrap.servers": "http://b:1"}, "plain HTTP but"),
+        ({"security.protocol": "SSL", "coordinator.url": "http://c:1"}, "coordinator.url: http"),
+        ({"ssl.ca.location": "/no/such/ca.pem"}, "ssl.ca.location: no such file"),
+    ],
+)
+def test_bad_security_settings_name_the_key(config: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ConsumerConfig.from_dict(config)
+
+
+def test_a_certificate_needs_its_key(tmp_path: Path) -> None:
+    cert = tmp_path / "cert.pem"
+    cert.write_text("x")
+    with pytest.raises(ValueError, match="go together"):
+        AdminConfig.from_dict({"ssl.certificate.location": str(cert)})

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,12 +71,13 @@ class ReplicaFetcher:
         backoff_s: float = 0.2,
         on_outcome: Callable[[FollowerPartition, ApplyOutcome], None] | None = None,
         on_disk_failure: Callable[[str], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.leader_id = leader_id
         self.leader_url = leader_url.rstrip("/")
-        self.link = LeaderLink(self.leader_url)
+        self.link = LeaderLink(self.leader_url, ssl_context=ssl_context)
         self.now_ms = now_ms
         self.max_wait_ms = max_wait_ms
         self.partition_max_bytes = partition_max_bytes

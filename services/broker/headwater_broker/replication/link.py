@@ -33,7 +33,13 @@ class LinkError(Exception):
 class LeaderLink:
     """One keep-alive HTTP/1.1 connection to ``base_url`` (``http://host:port``)."""
 
-    def __init__(self, base_url: str, *, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout_s: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -41,6 +47,8 @@ class LeaderLink:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
         self.tls = parts.scheme == "https"
+        # https: the broker's client context (its CA, its own certificate), else the system's.
+        self._ssl = (ssl_context or ssl.create_default_context()) if self.tls else None
         self.connect_timeout_s = connect_timeout_s
         self._host = parts.netloc
         self._connection: _AnswerReader | None = None
@@ -94,7 +102,7 @@ class LeaderLink:
                     lambda: _AnswerReader(f"{self.host}:{self.port}"),
                     self.host,
                     self.port,
-                    ssl=ssl.create_default_context() if self.tls else None,
+                    ssl=self._ssl,
                 )
             self._connection = connection
         return connection
