@@ -32,6 +32,9 @@ from headwater_kernel.tasks import BackgroundTasks
 
 log = logging.getLogger("headwater.broker.cluster")
 
+STOP_TIMEOUT_S = 10.0
+"""How long stopping waits for the node's tasks, and then for the lease to be resigned."""
+
 T = TypeVar("T")
 
 
@@ -169,13 +172,21 @@ class ClusterNode:
         return self.follower.lag_ms() if self._follower is not None else 0.0
 
     async def stop(self) -> None:
-        """Resign the lease, release the session (so the id can come back at once), close."""
-        await self._tasks.stop()
+        """Resign the lease, release the session (so the id can come back at once), close.
+
+        Bounded: a task that will not stop, or a resignation stuck behind a write, is logged and
+        left behind after :data:`STOP_TIMEOUT_S` rather than holding the process's shutdown."""
+        if not await self._tasks.stop(timeout_s=STOP_TIMEOUT_S):
+            log.warning("cluster tasks still running %.0f s after being cancelled", STOP_TIMEOUT_S)
         store = self._store
         if store is None:
             return
         if self._controller is not None:
-            await self._controller.resign()
+            try:
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await self._controller.resign()
+            except TimeoutError:
+                log.warning("the controller lease was not resigned within %.0f s", STOP_TIMEOUT_S)
         if self._registration is not None and not self.replaced.is_set():
             with contextlib.suppress(MetadataUnavailableError):
                 await store.call(session.release, store, self._registration)
