@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,13 +66,14 @@ class SchemaRegistryClient(Closeable):
         *,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.Client(
             base_url=self.url,
             timeout=timeout,
             transport=transport,
-            verify=shared_ssl_context(),
+            verify=ssl_context or shared_ssl_context(),
             headers={"Accept": MEDIA_TYPE, "Content-Type": MEDIA_TYPE},
         )
         self._lock = threading.Lock()

@@ -14,6 +14,7 @@ import redis
 
 from headwater import AdminClient, Consumer, Producer, TopicPartition
 from headwater.groups.client import CoordinatorClient
+from headwater.groups.errors import GroupNotFoundError
 from headwater.types import PartitionId
 from tests.support import ServiceProcess, free_port, unique
 from tests.support.waiting import wait_until
@@ -119,7 +120,9 @@ def test_two_coordinators_behind_one_service_never_double_assign(
             g = client.describe(group)
             return g["state"] == "Stable" and len(g["members"]) == n
 
-        wait_until(lambda: stable(4), what="4 stable members")
+        # The group exists once the first member's join lands: until then describe is a 404.
+        not_yet = (GroupNotFoundError,)
+        wait_until(lambda: stable(4), what="4 stable members", errors=not_yet)
         # Churn: two leave, three join, while both coordinators serve the group.
         for m in members[:2]:
             m.stopping.set()

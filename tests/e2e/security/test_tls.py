@@ -207,3 +207,65 @@ def test_the_cli_takes_a_kafka_properties_file(
     untrusted = ("--bootstrap-server", tls_broker.url, "--request-timeout-ms", "2000")
     without = cli("topics", "list", *untrusted)  # no CA: the certificate does not verify
     assert without.returncode == 1
+
+
+def test_the_registry_over_tls_serves_confluents_client(pki: Pki, tmp_path: Path) -> None:
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistry
+
+    from headwater.registry.client import SchemaRegistryClient
+
+    port = free_port()
+    env = {
+        "REGISTRY_PORT": str(port),
+        "REGISTRY_DATABASE_URL": f"sqlite:///{tmp_path / 'registry.db'}",
+        **tls_env("REGISTRY_", pki),
+    }
+    with ServiceProcess("headwater_registry", port, env, tmp_path / "registry.log") as registry:
+        assert registry.url.startswith("https://")
+        schema = '{"type": "record", "name": "T", "fields": [{"name": "a", "type": "long"}]}'
+        with ConfluentRegistry({"url": registry.url, "ssl.ca.location": str(pki.ca)}) as confluent:
+            schema_id = confluent.register_schema("tls-value", Schema(schema, "AVRO"))
+        ours = SchemaRegistryClient(
+            registry.url, ssl_context=ssl.create_default_context(cafile=str(pki.ca))
+        )
+        with ours:
+            assert ours.get_schema(schema_id).schema_str.replace(" ", "") == schema.replace(" ", "")
+
+
+def test_a_group_consumer_over_tls_to_the_coordinator_and_brokers(
+    tls_broker: ServiceProcess, pki: Pki, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        "COORDINATOR_PORT": str(port),
+        "COORDINATOR_BROKERS": tls_broker.url,
+        "COORDINATOR_DATA_DIR": str(tmp_path / "coordinator"),
+        **tls_env("COORDINATOR_", pki),
+    }
+    with ServiceProcess("headwater_coordinator", port, env, tmp_path / "coordinator.log") as coord:
+        config = {
+            "bootstrap.servers": tls_broker.url,
+            "coordinator.url": coord.url,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(pki.ca),
+        }
+        topic = unique("group-tls")
+        with AdminClient(config) as admin:
+            admin.create_topic(topic, 2)
+        with Producer(config) as producer:
+            for i in range(4):
+                producer.produce(topic, value=f"g{i}".encode(), partition=i % 2)
+            producer.flush(10)
+        group = {"group.id": unique("g"), "auto.offset.reset": "earliest"}
+        with Consumer({**config, **group}) as consumer:
+            consumer.subscribe([topic])
+            seen: list[bytes | None] = []
+
+            def four() -> bool:
+                seen.extend(m.value() for m in consumer.consume(4, timeout=1))
+                return len(seen) >= 4
+
+            wait_until(four, 30, "four records through the group")
+            consumer.commit(asynchronous=False)
+        assert sorted(v or b"" for v in seen) == [b"g0", b"g1", b"g2", b"g3"]
