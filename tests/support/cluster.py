@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from headwater_kernel.local_service import cluster_broker_env
+from headwater_kernel.security.tls import client_context, tls_files_in
 from tests.support import ServiceProcess, free_port
 from tests.support.waiting import wait_until
 
@@ -35,15 +36,10 @@ class BrokerCluster:
         self.size = size
         self.metadata_url = metadata_url or f"sqlite:///{root / 'cluster.db'}"
         self.common_env = {"BROKER_FSYNC": "never", **(env or {})}
-        tls = self.common_env.get("BROKER_TLS_CERT_FILE")
+        tls = tls_files_in(self.common_env)
         self.scheme = "https" if tls else "http"
         # With TLS on, what the harness's own requests verify the brokers with and present.
-        self.verify: ssl.SSLContext | bool = True
-        if tls:
-            self.verify = ssl.create_default_context(
-                cafile=self.common_env.get("BROKER_TLS_CA_FILE") or None
-            )
-            self.verify.load_cert_chain(tls, self.common_env["BROKER_TLS_KEY_FILE"])
+        self.verify: ssl.SSLContext | bool = True if tls is None else client_context(*tls)
         self.ports = {b: free_port() for b in range(size)}
         self.processes: dict[int, ServiceProcess] = {}
         self.start_timeout_s = 60.0

@@ -22,6 +22,7 @@ from typing import IO, Self
 import httpx
 
 from headwater.closeable import Closeable
+from headwater_kernel.security.tls import client_context, tls_files_in
 
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
@@ -127,7 +128,7 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
         self.cwd = cwd
         self.pass_fds = pass_fds
         self.process: subprocess.Popen[bytes] | None = None
-        self._tls = _tls_files(self.env)
+        self._tls = tls_files_in(self.env)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -141,10 +142,7 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
         """What a client of this service verifies it with and presents (None: plain HTTP)."""
         if self._tls is None:
             return None
-        ca, cert, key = self._tls
-        context = ssl.create_default_context(cafile=ca or None)
-        context.load_cert_chain(cert, key)
-        return context
+        return client_context(*self._tls)
 
     @property
     def pid(self) -> int | None:
@@ -171,6 +169,7 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
             # The child writes through its own copy of the descriptor; ours would only leak.
             if log is not None:
                 log.close()
+        verify = self.ssl_context() or True  # made once, not per health poll
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -178,9 +177,7 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
                     f"{self.module} exited with {self.process.returncode}{self._log_tail()}"
                 )
             try:
-                answer = httpx.get(
-                    f"{self.url}/healthz", timeout=1.0, verify=self.ssl_context() or True
-                )
+                answer = httpx.get(f"{self.url}/healthz", timeout=1.0, verify=verify)
             except httpx.HTTPError:
                 answer = None
             if answer is not None and answer.status_code == 200:
@@ -212,16 +209,6 @@ class ServiceProcess(Closeable, opens_with="start", closes_with="stop"):
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-
-def _tls_files(env: Mapping[str, str]) -> tuple[str, str, str] | None:
-    """(CA, certificate, key) files of a service's TLS settings in ``env``; None without TLS."""
-
-    def ending(suffix: str) -> str:
-        return next((v for k, v in env.items() if k.endswith(suffix) and v), "")
-
-    cert = ending("_TLS_CERT_FILE")
-    return (ending("_TLS_CA_FILE"), cert, ending("_TLS_KEY_FILE")) if cert else None
 
 
 def _serving_pid(answer: httpx.Response) -> int | None:

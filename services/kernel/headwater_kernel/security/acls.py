@@ -148,13 +148,3 @@ class Authorizer:
             ):
                 allowed = True
         return allowed
-
-    def may_describe_any(self, principal: Principal, resource_type: ResourceType) -> bool:
-        """Whether some binding could let ``principal`` see a resource of this type (listing
-        routes filter per resource; this only skips the work when nothing can match)."""
-        if principal in self.super_users:
-            return True
-        return any(
-            b.permission is Permission.ALLOW and b.principal.matches(principal)
-            for b in self._by_type.get(resource_type, ())
-        )

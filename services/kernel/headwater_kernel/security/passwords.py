@@ -17,7 +17,6 @@ answers "is this the user's password":
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 import threading
 from collections import OrderedDict
@@ -118,8 +117,3 @@ def _cache_key(user: str, password: str, stored: str) -> bytes:
     parts = [user.encode(), password.encode(), stored.encode()]
     framed = b"".join(len(p).to_bytes(4, "big") + p for p in parts)
     return hashlib.sha256(framed).digest()
-
-
-def same_secret(a: str, b: str) -> bool:
-    """Constant-time comparison of two secrets (shared tokens, say)."""
-    return hmac.compare_digest(a.encode(), b.encode())

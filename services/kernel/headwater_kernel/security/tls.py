@@ -11,7 +11,10 @@ mutual TLS between services needs nothing more.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol
+
+from headwater.client.tls import client_ssl_context as sdk_client_context
 
 ClientAuth = Literal["none", "requested", "required"]
 
@@ -65,8 +68,22 @@ def uvicorn_ssl_options(settings: TlsSettings) -> dict[str, Any]:
 
 def client_ssl_context(settings: TlsSettings) -> ssl.SSLContext:
     """The context the service's own clients use: verifying servers against ``TLS_CA_FILE`` (the
-    system's CAs when unset) and presenting the service's certificate when it has one."""
-    context = ssl.create_default_context(cafile=settings.tls_ca_file or None)
-    if settings.tls_cert_file:
-        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-    return context
+    default CA bundle when unset) and presenting the service's certificate when it has one."""
+    return client_context(settings.tls_ca_file, settings.tls_cert_file, settings.tls_key_file)
+
+
+def client_context(ca_file: str, cert_file: str = "", key_file: str = "") -> ssl.SSLContext:
+    """A client context verifying servers against ``ca_file`` (httpx's default bundle when empty) and
+    presenting ``cert_file``/``key_file`` when given: the SDK's, made once per set of files."""
+    return sdk_client_context(ca_file or None, cert_file or None, key_file or None)
+
+
+def tls_files_in(env: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(CA, certificate, key) files of a service's TLS settings in a process environment (any
+    prefix); None when it has no certificate, so serves plain HTTP."""
+
+    def ending(suffix: str) -> str:
+        return next((v for k, v in env.items() if k.endswith(suffix) and v), "")
+
+    cert = ending("_TLS_CERT_FILE")
+    return (ending("_TLS_CA_FILE"), cert, ending("_TLS_KEY_FILE")) if cert else None

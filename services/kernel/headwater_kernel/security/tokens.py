@@ -79,7 +79,6 @@ class TokenVerifier:
         self._keys: dict[str, _IssuerKey] = {}
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
-        self.fetches = 0
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -160,7 +159,6 @@ class TokenVerifier:
                 log.warning("keeping the issuer's previous keys: refresh failed: %s", exc)
                 self._fetched_at = self._clock.monotonic()  # wait min_refetch_s before trying again
                 return
-            self.fetches += 1
             self._keys = keys
             self._fetched_at = self._clock.monotonic()
 
