@@ -73,8 +73,9 @@ def client_ssl_context(settings: TlsSettings) -> ssl.SSLContext:
 
 
 def client_context(ca_file: str, cert_file: str = "", key_file: str = "") -> ssl.SSLContext:
-    """A client context verifying servers against ``ca_file`` (httpx's default bundle when empty) and
-    presenting ``cert_file``/``key_file`` when given: the SDK's, made once per set of files."""
+    """A client context verifying servers against ``ca_file`` (httpx's default bundle when
+    empty) and presenting ``cert_file``/``key_file`` when given: the SDK's, made once per set of
+    files."""
     return sdk_client_context(ca_file or None, cert_file or None, key_file or None)
 
 
